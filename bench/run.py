@@ -1,0 +1,194 @@
+"""Benchmarks of the cluster simulator (issue: ingest, replay, full scale, linear cost).
+
+    .venv/bin/python bench/run.py [ingest] [replay] [scale] [full]     (default: ingest replay scale)
+
+Prints a Markdown table per section, ready for bench/RESULTS.md. Uses the real parts in
+../shared/data (or $COLOSCHED_SHARED_DATA) and synthetic traces it writes under bench/.work/.
+Timings are wall-clock on a shared, noisy machine: each is the best of a few repetitions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from colosched import cluster
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("COLOSCHED_SHARED_DATA", REPO.parent / "shared" / "data"))
+REAL = SHARED / "google-clusterdata-2011-2"
+WORK = REPO / "bench" / ".work"
+
+
+def best_of(n: int, fn):
+    times, value = [], None
+    for _ in range(n):
+        t0 = time.perf_counter()
+        value = fn()
+        times.append(time.perf_counter() - t0)
+    return min(times), value
+
+
+def table(title: str, header: list[str], rows: list[list]) -> None:
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(str(x) for x in r) + " |")
+
+
+def bench_ingest() -> None:
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+
+        def cold():
+            shutil.rmtree(cache, ignore_errors=True)
+            return cluster.load(REAL, "0-9", cache_dir=cache)
+
+        t_cold, trace = best_of(3, cold)
+        t_warm, warm = best_of(5, lambda: cluster.load(REAL, "0-9", cache_dir=cache))
+        stats = trace.stats()
+        assert warm.stats()["parts_from_cache"] == 10
+        rows.append(["cold (parse + cache write)", f"{stats['rows']:,}", f"{t_cold:.2f}", "≤ 2"])
+        rows.append(["from cache", f"{stats['rows']:,}", f"{t_warm:.3f}", "≤ 0.3"])
+        t_nocache, _ = best_of(3, lambda: cluster.load(REAL, "0-9", use_cache=False))
+        rows.append(["--no-cache (parse only)", f"{stats['rows']:,}", f"{t_nocache:.2f}", ""])
+    table("Ingest of task_events parts 00000–00009", ["load", "rows", "seconds", "target"], rows)
+
+
+def bench_replay() -> None:
+    trace = cluster.load(REAL, "0-9")
+    rows = []
+    t_one, r = best_of(3, lambda: cluster.run(trace, "fine:mem_usage", machines=800, threads=1))
+    s = r.summary.row(0, named=True)
+    rows.append(["fine:mem_usage, 1 thread", f"{t_one:.2f}", "≤ 2", s["steps"]])
+    t_all, _ = best_of(2, lambda: cluster.run(trace, "all", machines=800, threads=0))
+    rows.append([f"all 8 policies, {os.cpu_count()} threads", f"{t_all:.2f}", "≤ 15", s["steps"]])
+    t_seq, _ = best_of(1, lambda: cluster.run(trace, "all", machines=800, threads=1))
+    rows.append(["all 8 policies, 1 thread", f"{t_seq:.2f}", "", s["steps"]])
+    table(
+        "Replay of parts 00000–00009 on 800 machines (after ingest)",
+        ["run", "seconds", "target", "steps"],
+        rows,
+    )
+
+
+def synth(machines: int, days: float) -> Path:
+    out = WORK / f"synth-{machines}x{days:g}d"
+    if not (out / "README.md").exists():
+        shutil.rmtree(out, ignore_errors=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "colosched.cli",
+                "trace",
+                "synth",
+                "--machines",
+                str(machines),
+                "--days",
+                str(days),
+                "--out",
+                str(out),
+            ],
+            check=True,
+        )
+    return out
+
+
+def replay_in_child(root: Path, machines: int, policy: str = "fine:mem_usage") -> dict:
+    """Replays in a fresh process (ingest from cache, then replay); returns times and peak RSS."""
+    code = f"""
+import json, resource, time
+from colosched import cluster
+t0 = time.perf_counter(); trace = cluster.load({str(root)!r}); t1 = time.perf_counter()
+r = cluster.run(trace, {policy!r}, machines={machines}, threads=1)
+t2 = time.perf_counter()
+s = r.summary.row(0, named=True)
+print(json.dumps(dict(ingest_s=t1 - t0, replay_s=t2 - t1, steps=s["steps"], started=s["started"],
+    task_steps=s["task_steps"], rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, stats=trace.stats())))
+"""
+    subprocess.run(
+        [sys.executable, "-c", f"from colosched import cluster; cluster.load({str(root)!r})"], check=True
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+def bench_scale() -> None:
+    rows = []
+    for machines in (1250, 2500, 5000):
+        root = synth(machines, 2.0)
+        r = replay_in_child(root, machines)
+        mc = machines * r["steps"]
+        rows.append(
+            [
+                machines,
+                r["steps"],
+                f"{mc:,}",
+                f"{r['replay_s']:.2f}",
+                f"{r['replay_s'] / mc * 1e9:.1f}",
+                f"{r['rss_gib']:.2f}",
+            ]
+        )
+    table(
+        "Cost versus machines × cycles (synthetic trace, 2 days, fine:mem_usage)",
+        ["machines", "steps", "machine-steps", "replay s", "ns per machine-step", "peak RSS GiB"],
+        rows,
+    )
+
+
+def bench_full() -> None:
+    t0 = time.perf_counter()
+    root = synth(12500, 29.0)
+    t_synth = time.perf_counter() - t0
+    r = replay_in_child(root, 12500)
+    rows = r["stats"]["rows"]
+    mc = 12500 * r["steps"]
+    table(
+        "Full scale: synthetic 12,500 machines × 29 days, fine:mem_usage",
+        [
+            "synth s",
+            "rows",
+            "ingest s (from cache)",
+            "replay s",
+            "machine-cycles/s",
+            "task-cycles/s",
+            "peak RSS GiB",
+        ],
+        [
+            [
+                f"{t_synth:.0f}",
+                f"{rows:,}",
+                f"{r['ingest_s']:.1f}",
+                f"{r['replay_s']:.1f}",
+                f"{mc / r['replay_s']:,.0f}",
+                f"{r['task_steps'] / r['replay_s']:,.0f}",
+                f"{r['rss_gib']:.2f}",
+            ]
+        ],
+    )
+
+
+def main() -> None:
+    sections = sys.argv[1:] or ["ingest", "replay", "scale"]
+    print(
+        f"<!-- {platform.node()} {os.cpu_count()} cores, python {platform.python_version()}, "
+        f"{time.strftime('%Y-%m-%d %H:%M')} -->"
+    )
+    WORK.mkdir(parents=True, exist_ok=True)
+    for s in sections:
+        {"ingest": bench_ingest, "replay": bench_replay, "scale": bench_scale, "full": bench_full}[s]()
+    print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+//! Rebalancing policies over one cell (thesis §4.3, spec 000 §2.3–2.6).
+//!
+//! - `coarse` (Algorithm 4-1): every other node sends all its migratable tasks to the least
+//!   loaded node, when they fit under the warning threshold.
+//! - `fine` (Algorithm 4-2/4-3): the two least loaded nodes receive; every other node fills the
+//!   first, then the second, taking tasks in `Order` until the next one does not fit.
+//! - `random` (spec 003's baseline): every `every` cycles, one random migratable task goes to a
+//!   random other node of the cell, if it fits.
+//!
+//! Loads are updated after each accepted migration, so later sources in the same cycle see them.
+
+use crate::{Cell, Move, Rng, Task};
+
+/// The thresholds a policy respects. Defaults are the thesis's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// No move may push a receiving node's load above this (`warning_threshold` = `cap` = 0.5).
+    pub warning_threshold: f64,
+    /// Migratable = priority < this (thesis: 2, the "free" band) ...
+    pub migratable_priority_below: u8,
+    /// ... and peak CPU usage < this (thesis: 0.025).
+    pub migratable_max_cpu_below: f64,
+    /// `is_useful_migrate`: a set of tasks moves only if its CPU usage exceeds this.
+    pub min_profit: f64,
+    /// At most this many moves per cell per cycle.
+    pub max_moves: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            warning_threshold: 0.5,
+            migratable_priority_below: 2,
+            migratable_max_cpu_below: 0.025,
+            min_profit: 0.0,
+            max_moves: usize::MAX,
+        }
+    }
+}
+
+impl Limits {
+    pub fn is_migratable(&self, t: &Task) -> bool {
+        t.priority < self.migratable_priority_below && t.max_cpu < self.migratable_max_cpu_below
+    }
+}
+
+/// In which order a fine-grained source offers its tasks (ascending unless named otherwise).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Order {
+    /// The thesis's unsorted `pop()`: a random order.
+    Random,
+    CpuRequest,
+    CpuUsage,
+    MemUsage,
+    /// CPU usage descending (the thesis's "1/cpu_usage").
+    CpuUsageDesc,
+    /// Memory accesses per instruction (the thesis's "cache_misses").
+    CacheMisses,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policy {
+    NoMigration,
+    Coarse,
+    Fine(Order),
+    Random { every: u64 },
+}
+
+/// Anything that plans moves for a cell: the built-in policies, or a user's (e.g. Python) one.
+pub trait Planner {
+    fn name(&self) -> String;
+    fn plan(&mut self, cell: &Cell, limits: &Limits, rng: &mut Rng, cycle: u64) -> Vec<Move>;
+}
+
+/// The 8 policies of the thesis's Fig. 5-4, in its x-axis order.
+pub const THESIS_POLICIES: [&str; 8] = [
+    "no_migration",
+    "coarse",
+    "fine",
+    "fine:cpu_request",
+    "fine:cpu_usage",
+    "fine:mem_usage",
+    "fine:-cpu_usage",
+    "fine:cache_misses",
+];
+
+const ORDERS: [(&str, Order); 5] = [
+    ("cpu_request", Order::CpuRequest),
+    ("cpu_usage", Order::CpuUsage),
+    ("mem_usage", Order::MemUsage),
+    ("-cpu_usage", Order::CpuUsageDesc),
+    ("cache_misses", Order::CacheMisses),
+];
+
+/// Default interval of the `random` policy, in cycles.
+pub const RANDOM_EVERY: u64 = 10;
+
+impl Policy {
+    /// Parses `no_migration`, `coarse`, `fine`, `fine:<order>`, `random` or `random:<cycles>`.
+    pub fn parse(name: &str) -> Result<Policy, String> {
+        let bad = || {
+            format!(
+                "unknown policy {name:?}; known: {}, random, random:<cycles>",
+                THESIS_POLICIES.join(", ")
+            )
+        };
+        match name.split_once(':') {
+            None => match name {
+                "no_migration" => Ok(Policy::NoMigration),
+                "coarse" => Ok(Policy::Coarse),
+                "fine" => Ok(Policy::Fine(Order::Random)),
+                "random" => Ok(Policy::Random {
+                    every: RANDOM_EVERY,
+                }),
+                _ => Err(bad()),
+            },
+            Some(("fine", key)) => ORDERS
+                .iter()
+                .find(|(k, _)| *k == key)
+                .map(|&(_, o)| Policy::Fine(o))
+                .ok_or_else(bad),
+            Some(("random", every)) => match every.parse::<u64>() {
+                Ok(every) if every > 0 => Ok(Policy::Random { every }),
+                _ => Err(format!(
+                    "policy {name:?}: random:<cycles> needs a positive integer"
+                )),
+            },
+            Some(_) => Err(bad()),
+        }
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Policy::NoMigration => f.write_str("no_migration"),
+            Policy::Coarse => f.write_str("coarse"),
+            Policy::Fine(Order::Random) => f.write_str("fine"),
+            Policy::Fine(o) => {
+                let key = ORDERS.iter().find(|(_, x)| x == o).map(|(k, _)| *k);
+                write!(f, "fine:{}", key.unwrap_or("?"))
+            }
+            Policy::Random { every } if *every == RANDOM_EVERY => f.write_str("random"),
+            Policy::Random { every } => write!(f, "random:{every}"),
+        }
+    }
+}
+
+impl Planner for Policy {
+    fn name(&self) -> String {
+        self.to_string()
+    }
+
+    fn plan(&mut self, cell: &Cell, limits: &Limits, rng: &mut Rng, cycle: u64) -> Vec<Move> {
+        match *self {
+            Policy::NoMigration => Vec::new(),
+            Policy::Coarse => coarse(cell, limits),
+            Policy::Fine(order) => fine(cell, limits, order, rng),
+            Policy::Random { every } if cycle.is_multiple_of(every) => random(cell, limits, rng),
+            Policy::Random { .. } => Vec::new(),
+        }
+    }
+}
+
+/// Node indices sorted by load, ties by index (so plans are deterministic).
+fn by_load(loads: &[f64]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..loads.len()).collect();
+    order.sort_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)));
+    order
+}
+
+fn migratable<'a>(cell: &'a Cell, node: usize, limits: &Limits) -> Vec<&'a Task> {
+    cell.nodes[node]
+        .tasks
+        .iter()
+        .filter(|t| limits.is_migratable(t))
+        .collect()
+}
+
+/// Algorithm 4-1. The receiver is fixed at the start of the cycle (the thesis's `low`).
+fn coarse(cell: &Cell, limits: &Limits) -> Vec<Move> {
+    let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
+    let Some(&low) = by_load(&loads).first() else {
+        return Vec::new();
+    };
+    let mut moves = Vec::new();
+    for src in (0..loads.len()).filter(|&n| n != low) {
+        let removed = migratable(cell, src, limits);
+        let util: f64 = removed.iter().map(|t| t.cpu_usage).sum();
+        let fits = loads[low] + util <= limits.warning_threshold;
+        if util > limits.min_profit && fits && moves.len() + removed.len() <= limits.max_moves {
+            moves.extend(removed.iter().map(|t| Move {
+                task: t.id,
+                from: src,
+                to: low,
+                rank: 0,
+            }));
+            loads[low] += util;
+            loads[src] -= util;
+        }
+    }
+    moves
+}
+
+/// Algorithms 4-2 (unsorted) and 4-3 (sorted). With a cell of two nodes only the least loaded
+/// node receives (the other one is the only source).
+fn fine(cell: &Cell, limits: &Limits, order: Order, rng: &mut Rng) -> Vec<Move> {
+    let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
+    let ranked = by_load(&loads);
+    let receivers = &ranked[..ranked.len().saturating_sub(1).min(2)];
+    let mut moves = Vec::new();
+    for src in (0..loads.len()).filter(|n| !receivers.contains(n)) {
+        let mut removed = migratable(cell, src, limits);
+        sort_tasks(&mut removed, order, rng);
+        let mut next = removed.into_iter().peekable();
+        // can_hold: a receiver stays under the warning line and under the source's load as it
+        // was before this source gave anything (both batches are chosen before either moves).
+        let limit = limits.warning_threshold.min(loads[src]);
+        for (rank, &dst) in receivers.iter().enumerate() {
+            let mut util = 0.0;
+            let mut batch = Vec::new();
+            while let Some(t) = next.next_if(|t| loads[dst] + util + t.cpu_usage <= limit) {
+                util += t.cpu_usage;
+                batch.push(t);
+            }
+            if util > limits.min_profit && moves.len() + batch.len() <= limits.max_moves {
+                let rank = rank as u8;
+                moves.extend(batch.iter().map(|t| Move {
+                    task: t.id,
+                    from: src,
+                    to: dst,
+                    rank,
+                }));
+                loads[dst] += util;
+                loads[src] -= util;
+            }
+        }
+    }
+    moves
+}
+
+fn sort_tasks(tasks: &mut [&Task], order: Order, rng: &mut Rng) {
+    let key: fn(&Task) -> f64 = match order {
+        Order::Random => return rng.shuffle(tasks),
+        Order::CpuRequest => |t| t.cpu_request,
+        Order::CpuUsage => |t| t.cpu_usage,
+        Order::MemUsage => |t| t.mem_usage,
+        Order::CpuUsageDesc => |t| -t.cpu_usage,
+        Order::CacheMisses => |t| t.mai,
+    };
+    tasks.sort_by(|a, b| key(a).total_cmp(&key(b)).then(a.id.cmp(&b.id)));
+}
+
+/// One random migratable task to one random other node, if it fits under the warning line.
+fn random(cell: &Cell, limits: &Limits, rng: &mut Rng) -> Vec<Move> {
+    let n = cell.nodes.len();
+    let sources: Vec<usize> = (0..n)
+        .filter(|&i| cell.nodes[i].tasks.iter().any(|t| limits.is_migratable(t)))
+        .collect();
+    if n < 2 || sources.is_empty() || limits.max_moves == 0 {
+        return Vec::new();
+    }
+    let src = sources[rng.below(sources.len())];
+    let tasks = migratable(cell, src, limits);
+    let task = tasks[rng.below(tasks.len())];
+    let dst = (src + 1 + rng.below(n - 1)) % n;
+    if cell.nodes[dst].load + task.cpu_usage > limits.warning_threshold {
+        return Vec::new();
+    }
+    vec![Move {
+        task: task.id,
+        from: src,
+        to: dst,
+        rank: 0,
+    }]
+}
+
+#[cfg(test)]
+mod tests;

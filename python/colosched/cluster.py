@@ -1,0 +1,141 @@
+"""Cluster rebalancing simulator: the Python API over the Rust engine.
+
+    from colosched import cluster
+    result = cluster.run(trace="data/google-2011-sample", policy="all", machines=800, seeds=3)
+    result.summary      # polars DataFrame, one row per (policy, seed)
+    result.timeseries   # polars DataFrame, one row per (policy, seed, cycle)
+
+A policy is a built-in name (see `POLICIES`), "all" (the thesis's 8), or a Python callable
+`policy(cell, cycle) -> [(task_id, from_node, to_node), ...]` where `cell` is a list of nodes,
+each `{"load": float, "tasks": [{"id", "priority", "cpu_request", "cpu_usage", "max_cpu",
+"mem_usage", "mai"}, ...]}` listing the node's migratable tasks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import polars as pl
+
+from colosched import _native
+
+POLICIES: list[str] = list(_native.policies())
+THESIS_POLICIES: list[str] = POLICIES[:8]
+PolicyArg = Union[str, Callable[..., Any]]
+
+# Simulator parameters and their defaults (the thesis's model; see docs/cluster-sim.md).
+DEFAULTS: dict[str, Any] = {
+    "machines": 800,
+    "cell_size": 4,
+    "capacity": 0.5,
+    "admission": "request",
+    "runs": "ended",
+    "warning_threshold": 0.5,
+    "overcommit_ratio": 1.0,
+    "step_s": 60,
+    "busy_interval": 1,
+    "idle_interval": 10,
+    "overload_penalty": 1.0,
+    "placement": "random",
+    "migratable_priority_below": 2,
+    "migratable_max_cpu_below": 0.025,
+    "min_profit": 0.0,
+    "machine_mem_gib": 32.0,
+    "bandwidth_mbit_s": None,
+}
+
+
+@dataclass
+class Result:
+    summary: pl.DataFrame
+    timeseries: pl.DataFrame
+    trace_stats: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def load(
+    trace: str | os.PathLike,
+    parts: str | None = None,
+    use_cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+) -> _native.Trace:
+    """Ingests a trace root (official layout); raises colosched.TraceInputError on bad input."""
+    return _native.load_trace(str(trace), parts, use_cache, None if cache_dir is None else str(cache_dir))
+
+
+def expand_policies(policy: PolicyArg | Sequence[PolicyArg]) -> list[PolicyArg]:
+    items = [policy] if isinstance(policy, str) or callable(policy) else list(policy)
+    out: list[PolicyArg] = []
+    for p in items:
+        if isinstance(p, str) and p == "all":
+            out.extend(THESIS_POLICIES)
+        elif isinstance(p, str) and "," in p:
+            out.extend(expand_policies(p.split(",")))
+        else:
+            out.append(p)
+    return out
+
+
+def run(
+    trace: str | os.PathLike | _native.Trace,
+    policy: PolicyArg | Sequence[PolicyArg] = "all",
+    *,
+    parts: str | None = None,
+    seed: int = 1,
+    seeds: int = 1,
+    usage_seed: int = 0,
+    threads: int = 0,
+    progress: Callable[[int, int], None] | None = None,
+    use_cache: bool = True,
+    cache_dir: str | os.PathLike | None = None,
+    keep_series: bool = True,
+    **params: Any,
+) -> Result:
+    """Replays `trace` under each policy and each of `seeds` seeds (seed, seed+1, ...).
+
+    `params` are simulator parameters (see DEFAULTS); unknown names raise ValueError.
+    """
+    unknown = sorted(set(params) - set(DEFAULTS))
+    if unknown:
+        raise ValueError(
+            f"unknown simulator parameter(s): {', '.join(unknown)}; known: {', '.join(DEFAULTS)}"
+        )
+    if seeds < 1:
+        raise ValueError("seeds must be at least 1")
+    loaded = trace if isinstance(trace, _native.Trace) else load(trace, parts, use_cache, cache_dir)
+    policies = expand_policies(policy)
+    seed_list = [seed + i for i in range(seeds)]
+    native_params = {k: v for k, v in {**DEFAULTS, **params}.items() if v is not None}
+    native_params["keep_series"] = keep_series
+    jobs = _native.simulate_jobs(loaded, policies, seed_list, native_params, usage_seed, threads, progress)
+    summary = pl.DataFrame([j["summary"] for j in jobs])
+    frames = []
+    for j in jobs:
+        s = j["summary"]
+        frames.append(
+            pl.DataFrame(j["series"]).with_columns(
+                pl.lit(s["policy"]).alias("policy"), pl.lit(s["seed"]).cast(pl.Int64).alias("seed")
+            )
+        )
+    timeseries = pl.concat(frames) if frames else pl.DataFrame()
+    if timeseries.width:
+        timeseries = timeseries.select(
+            ["policy", "seed", *[c for c in timeseries.columns if c not in ("policy", "seed")]]
+        )
+    return Result(summary, timeseries, dict(loaded.stats()), {**DEFAULTS, **params})
+
+
+def bundled_sample() -> Path:
+    """The real sample shipped with colosched (task_events parts 00000-00001)."""
+    here = Path(__file__).resolve()
+    for root in (here.parent / "data", *[p / "data" for p in here.parents]):
+        sample = root / "google-2011-sample"
+        if (sample / "task_events").is_dir():
+            return sample
+    raise FileNotFoundError(
+        "bundled sample data/google-2011-sample not found (run from a colosched checkout)"
+    )

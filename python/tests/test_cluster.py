@@ -1,0 +1,98 @@
+"""The Python API over the engine, on the bundled real sample (task_events parts 00000-00001)."""
+
+from __future__ import annotations
+
+import polars as pl
+import pytest
+
+from colosched import cluster
+
+SUMMARY_COLUMNS = {
+    "policy",
+    "seed",
+    "mean_cpu",
+    "gini",
+    "overcommit",
+    "duration",
+    "net_mbit_s",
+    "moves",
+    "wall_s",
+}
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    return cluster.load(cluster.bundled_sample(), cache_dir=tmp_path_factory.mktemp("cache"))
+
+
+def test_policies_replay_the_real_sample(sample):
+    result = cluster.run(sample, ["no_migration", "coarse", "fine:mem_usage"], machines=200)
+    s = result.summary
+    assert SUMMARY_COLUMNS <= set(s.columns)
+    assert s["policy"].to_list() == ["no_migration", "coarse", "fine:mem_usage"]
+    rows = {r["policy"]: r for r in s.iter_rows(named=True)}
+    assert rows["no_migration"]["moves"] == 0 and rows["no_migration"]["net_mbit_s"] == 0
+    assert rows["coarse"]["moves"] > 0 and rows["fine:mem_usage"]["moves"] > 0
+    for r in rows.values():
+        assert 0 < r["mean_cpu"] < 3 and 0 <= r["gini"] < 1 and r["completed"] > 0
+    # Coarse moves whole sets of tasks every cycle: the highest network cost (thesis Fig. 5-6).
+    assert rows["coarse"]["net_mbit_s"] > rows["fine:mem_usage"]["net_mbit_s"] > 0
+    ts = result.timeseries
+    assert ts.height == 3 * rows["coarse"]["steps"]
+    assert ts.filter(pl.col("policy") == "coarse")["moves"].sum() == rows["coarse"]["moves"]
+
+
+def test_the_same_seed_gives_an_identical_summary(sample):
+    a = cluster.run(sample, ["fine", "random"], machines=100, seed=5).summary.drop("wall_s")
+    b = cluster.run(sample, ["fine", "random"], machines=100, seed=5).summary.drop("wall_s")
+    c = cluster.run(sample, ["fine", "random"], machines=100, seed=6).summary.drop("wall_s")
+    assert a.equals(b)
+    assert not a.equals(c)
+
+
+def test_several_seeds_give_one_row_each(sample):
+    s = cluster.run(sample, "coarse", machines=100, seed=3, seeds=3).summary
+    assert s["seed"].to_list() == [3, 4, 5]
+    assert s["mean_cpu"].n_unique() == 3
+
+
+def test_a_python_policy_plugs_into_the_engine(sample):
+    calls = []
+
+    def to_least_loaded(cell, cycle):
+        """Moves the smallest migratable task of the busiest node to the least loaded node."""
+        calls.append(cycle)
+        loads = [n["load"] for n in cell]
+        busiest, idlest = loads.index(max(loads)), loads.index(min(loads))
+        tasks = sorted(cell[busiest]["tasks"], key=lambda t: t["cpu_usage"])
+        if busiest == idlest or not tasks:
+            return []
+        return [(tasks[0]["id"], busiest, idlest)]
+
+    result = cluster.run(sample, [to_least_loaded, "no_migration"], machines=40)
+    rows = {r["policy"]: r for r in result.summary.iter_rows(named=True)}
+    assert calls and rows["to_least_loaded"]["moves"] > 0
+    assert rows["to_least_loaded"]["gini"] != rows["no_migration"]["gini"]
+
+
+def test_a_python_policy_error_reaches_the_caller(sample):
+    def broken(cell, cycle):
+        raise RuntimeError("boom in policy")
+
+    with pytest.raises(RuntimeError, match="boom in policy"):
+        cluster.run(sample, broken, machines=40)
+
+    def liar(cell, cycle):
+        return [(999_999_999, 0, 1)]
+
+    with pytest.raises(ValueError, match="liar.*999999999"):
+        cluster.run(sample, liar, machines=40)
+
+
+def test_bad_parameters_are_refused(sample):
+    with pytest.raises(ValueError, match="unknown simulator parameter.*cel_size"):
+        cluster.run(sample, "coarse", cel_size=4)
+    with pytest.raises(ValueError, match="unknown policy"):
+        cluster.run(sample, "fine:disk")
+    with pytest.raises(ValueError, match="cell_size"):
+        cluster.run(sample, "coarse", cell_size=0)

@@ -1,0 +1,78 @@
+"""The HTML report opened in a real browser: headless Chromium (Debian package `chromium`, installed
+by `make sysdeps`) renders it, takes a screenshot and dumps the DOM; the page must load cleanly."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image as mpimg
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",  # we run as root
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
+# Messages from the page itself: console output, script errors, refused or failed loads.
+PAGE_TROUBLE = re.compile(r":CONSOLE|Uncaught|Failed to load resource|Not allowed to load|Refused to")
+
+
+def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
+    cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def report_page(report_module, report_inputs, tmp_path):
+    if not CHROMIUM.exists():
+        reason = f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)"
+        print(reason)
+        pytest.skip(reason)
+    summary, timeseries, sweep, meta = report_inputs
+    return report_module.write_report(tmp_path / "out", summary, timeseries, sweep, meta)
+
+
+def test_report_renders_in_headless_chromium(report_page, tmp_path):
+    shot = tmp_path / "shot.png"
+    args = [f"--screenshot={shot}", "--window-size=1280,2000", report_page.as_uri()]
+    r = chromium(*args, profile=tmp_path / "p1")
+    assert r.returncode == 0, r.stderr[-2000:]
+    trouble = [line for line in r.stderr.splitlines() if PAGE_TROUBLE.search(line)]
+    assert trouble == [], "\n".join(trouble)
+
+    assert shot.exists(), f"no screenshot; chromium said:\n{r.stderr[-2000:]}"
+    pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
+    assert pixels.shape == (2000, 1280, 3)
+    assert float(np.var(pixels)) > 500, "screenshot is (nearly) blank"
+    colours = np.unique(pixels[..., 0] << 16 | pixels[..., 1] << 8 | pixels[..., 2])
+    assert len(colours) > 50
+    # The embedded Fig. 5-4 is really drawn: its bars' policy colours fill large areas of the shot.
+    bars = {"no_migration": (127, 127, 127), "coarse": (214, 39, 40), "fine:mem_usage": (44, 160, 44)}
+    for name, rgb in bars.items():
+        assert (pixels == rgb).all(axis=-1).sum() > 2000, f"no {name} bar in the screenshot"
+
+
+def test_report_dom_in_headless_chromium(report_page, tmp_path):
+    r = chromium("--dump-dom", report_page.as_uri(), profile=tmp_path / "p2")
+    assert r.returncode == 0, r.stderr[-2000:]
+    trouble = [line for line in r.stderr.splitlines() if PAGE_TROUBLE.search(line)]
+    assert trouble == [], "\n".join(trouble)
+
+    dom = r.stdout
+    assert "<title>colosched cluster report</title>" in dom
+    assert "<h1>colosched cluster report</h1>" in dom
+    for key in ["5-4", "5-5", "5-6", "5-7", "5-8", "5-9"]:
+        assert re.search(rf'<figure id="fig{key}">\s*<img src="data:image/png;base64,', dom), f"figure {key}"
+    assert len(re.findall(r"<img ", dom)) == 6
+    assert dom.count('<td class="num">') > 20  # the summary table was parsed as a table

@@ -1,0 +1,158 @@
+"""The `colosched` command end to end, as a user runs it: real files, real exit codes."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from colosched import cluster
+
+SAMPLE = cluster.bundled_sample()
+PART0 = SAMPLE / "task_events" / "part-00000-of-00500.csv.gz"
+
+
+def colosched(*args: str, cache: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "colosched.cli", *args]
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+
+
+def test_sim_cluster_writes_every_output_and_json_lines(tmp_path):
+    out = tmp_path / "out"
+    r = colosched(
+        "sim",
+        "cluster",
+        "--trace",
+        str(SAMPLE),
+        "--parts",
+        "0-1",
+        "--machines",
+        "200",
+        "--policy",
+        "coarse,fine:mem_usage",
+        "--seeds",
+        "2",
+        "--out",
+        str(out),
+        "--json",
+        cache=tmp_path / "cache",
+    )
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(x["policy"], x["seed"]) for x in lines] == [
+        ("coarse", 1),
+        ("coarse", 2),
+        ("fine:mem_usage", 1),
+        ("fine:mem_usage", 2),
+    ]
+    for x in lines:
+        assert {
+            "policy",
+            "mean_cpu",
+            "gini",
+            "overcommit",
+            "duration",
+            "net_mbit_s",
+            "moves",
+            "wall_s",
+        } <= set(x)
+    for name in ["summary.csv", "timeseries.parquet", "report.html", "meta.json", "fig5-4.png"]:
+        assert (out / name).stat().st_size > 0, name
+    ts = pl.read_parquet(out / "timeseries.parquet")
+    assert {
+        "cycle",
+        "mean_cpu",
+        "gini",
+        "overcommit",
+        "net_mbit",
+        "moves",
+        "move_to_first",
+        "move_to_second",
+    } <= set(ts.columns)
+    assert pl.read_csv(out / "summary.csv").height == 4
+    assert not list(out.glob(".*tmp*")), "no temporary files left behind"
+
+
+def test_second_run_reads_the_cache(tmp_path):
+    args = ("trace", "info", "--trace", str(SAMPLE), "--parts", "1")
+    first = colosched(*args, cache=tmp_path / "cache")
+    second = colosched(*args, cache=tmp_path / "cache")
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert json.loads(first.stdout)["parts_from_cache"] == 0
+    assert json.loads(second.stdout)["parts_from_cache"] == 1
+    cleared = colosched("cache", "clear", cache=tmp_path / "cache")
+    assert cleared.returncode == 0 and "removed 1" in cleared.stderr
+
+
+def make_root(tmp_path: Path, name: str, content: bytes | None, gz: bool = True) -> Path:
+    """A trace root whose only task_events part holds `content` (gzipped unless gz=False)."""
+    root = tmp_path / name
+    (root / "task_events").mkdir(parents=True)
+    if content is not None:
+        suffix = ".csv.gz" if gz else ".csv"
+        data = gzip.compress(content) if gz else content
+        (root / "task_events" / f"part-00000-of-00500{suffix}").write_bytes(data)
+    return root
+
+
+GOOD_ROW = (
+    b"0,,3418309,0,4155527081,0,70s3v5qRyCO/1PCdI6fVXnrW8FU/w+5CKRSa72xgcIo=,3,9,0.125,0.07446,0.0004244,0\n"
+)
+
+
+@pytest.mark.parametrize(
+    "name, content, needle",
+    [
+        ("columns", GOOD_ROW + b"1,2,3\n", ":2: column"),
+        ("non_numeric", GOOD_ROW + GOOD_ROW.replace(b"0.125", b"abc"), ":2: column 10"),
+        ("event_type", GOOD_ROW.replace(b",0,70s3", b",9,70s3"), ":1: column 6"),
+        ("empty", b"", "empty"),
+    ],
+)
+def test_bad_parts_exit_2_naming_file_line_and_column(tmp_path, name, content, needle):
+    root = make_root(tmp_path, name, content)
+    r = colosched("trace", "info", "--trace", str(root), cache=tmp_path / "cache")
+    assert r.returncode == 2, r.stderr
+    assert "part-00000-of-00500.csv.gz" in r.stderr and needle in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    cached = list((tmp_path / "cache").rglob("*")) if (tmp_path / "cache").exists() else []
+    assert not [p for p in cached if p.is_file()], f"cache entry written for a bad part: {cached}"
+
+
+def test_truncated_gzip_and_missing_task_events_exit_2(tmp_path):
+    root = make_root(tmp_path, "truncated", None)
+    data = PART0.read_bytes()
+    (root / "task_events" / PART0.name).write_bytes(data[: len(data) // 2])
+    r = colosched("trace", "info", "--trace", str(root), cache=tmp_path / "cache")
+    assert r.returncode == 2 and PART0.name in r.stderr, r.stderr
+    empty = tmp_path / "no_events"
+    empty.mkdir()
+    r = colosched(
+        "sim", "cluster", "--trace", str(empty), "--out", str(tmp_path / "o"), cache=tmp_path / "cache"
+    )
+    assert r.returncode == 2 and "task_events" in r.stderr, r.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_bad_arguments_exit_2(tmp_path):
+    r = colosched(
+        "sim",
+        "cluster",
+        "--trace",
+        str(SAMPLE),
+        "--policy",
+        "fine:disk",
+        "--out",
+        str(tmp_path / "o"),
+        cache=tmp_path / "cache",
+    )
+    assert r.returncode == 2 and "unknown policy" in r.stderr, r.stderr
+    r = colosched("sim", "cluster", "--trace", str(SAMPLE), "--parts", "7-9", cache=tmp_path / "cache")
+    assert r.returncode == 2 and "parts" in r.stderr, r.stderr
