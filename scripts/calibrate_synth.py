@@ -6,16 +6,17 @@
 
 Reads the ten real ClusterData2011-2 task_events parts (about the first 14 hours of the 12.5k-machine
 cell), folds them into runs (one run per SUBMIT, ended by EVICT/FAIL/FINISH/KILL/LOST, exactly as
-crates/trace/src/runs.rs does) and measures what the generator needs: the population already there
-at the window start, the arrival rate of new jobs and their sizes, per priority band the run
-outcomes, queueing delays and durations, resubmissions, requests, users and the text format.
+crates/trace/src/runs.rs does) and runs into lives (runs joined by EVICT -> SUBMIT: an evicted task
+carries on elsewhere), and measures what the generator needs: the population already there at the
+window start, the arrival rate of new jobs and their sizes, per priority band the eviction rate,
+queueing delays, life outcomes and durations, resubmissions, requests, users and the text format.
 Everything is normalised per machine (the cell has 12,500 machines) so the generator can scale it.
 
 Deterministic: no sampling; the same inputs give a byte-identical JSON. Needs numpy only.
 
-Censoring. 14 hours cannot show a run that lasts days. Runs SUBMITted in the first 4 hours are
-followed for a horizon H = window - 4 h (about 9.9 h): outcomes and durations shorter than H are
-measured directly; the fraction still running after H is a "long" run, whose extra length beyond H
+Censoring. 14 hours cannot show a life that lasts days. Lives and runs SUBMITted in the first 7 hours
+are followed for a horizon H = window - 7 h (about 6.9 h): outcomes and durations shorter than H are
+measured directly; the fraction still going after H is a "long" life, whose extra length beyond H
 the generator draws from an exponential whose mean is solved so that each band's running population
 stays at its measured level (the real cell's population is stationary; see docs/trace-synth.md).
 """
@@ -101,7 +102,7 @@ class Table:
                         if s:
                             # The requests are printed like C's "%.4g" (e-notation below 1e-4).
                             self.format_checked += 1
-                            self.format_mismatch += s != "%.4g" % float(s)
+                            self.format_mismatch += s != format(float(s), ".4g")
                             self.e_notation += "e" in s
                     cols["dm"].append(int(r[12]) if r[12] else -1)
         self.n_users = len(users)
@@ -548,17 +549,19 @@ def summary(p: dict) -> str:
     a, i = p["arrivals"], p["initial"]
     lines = [
         f"rows {p['rows']:,}  window {p['window_s'] / 3600:.2f} h  horizon {p['horizon_s'] / 3600:.2f} h",
-        f"t=0: running {i['running_per_machine']:.3f}/machine, pending {i['pending_per_machine']:.3f}/machine,"
-        f" {i['jobs']['jobs']} jobs",
-        f"SUBMITs {a['submits_per_machine_hour']:.3f}/machine-h (new tasks {a['new_tasks_per_machine_hour']:.3f},"
-        f" resubmits {a['resubmits_per_machine_hour']:.3f}); new jobs {a['new_jobs_per_machine_hour']:.4f}"
-        f"/machine-h, mean size {a['jobs']['mean_size']:.1f}",
+        f"t=0: running {i['running_per_machine']:.3f}/machine,"
+        f" pending {i['pending_per_machine']:.3f}/machine, {i['jobs']['jobs']} jobs",
+        f"SUBMITs {a['submits_per_machine_hour']:.3f}/machine-h"
+        f" (new tasks {a['new_tasks_per_machine_hour']:.3f},"
+        f" resubmits {a['resubmits_per_machine_hour']:.3f});"
+        f" new jobs {a['new_jobs_per_machine_hour']:.4f}/machine-h, mean size {a['jobs']['mean_size']:.1f}",
     ]
     for rb in p["runs"]:
         med = {k: v["v"][PROBS.index(0.5)] for k, v in rb["duration_s"].items()}
         lines.append(
             f"{rb['band']:>10}: runs {rb['runs']:>6}  queue p50 {rb['queue_s']['v'][PROBS.index(0.5)]:.1f}s"
-            f"  p_long {rb['p_long']:.4f}  lives/task {rb['lives_per_task']:.2f}  evict/h {rb['evictions_per_hour']:.4f}  long mean {rb['long_mean_s'] / 3600:.1f} h"
+            f"  p_long {rb['p_long']:.4f}  lives/task {rb['lives_per_task']:.2f}"
+            f"  evict/h {rb['evictions_per_hour']:.4f}  long mean {rb['long_mean_s'] / 3600:.1f} h"
             f" (solved {rb['long_mean_solved_s'] / 3600:.1f} h)  kinds {rb['kinds']}  median s {med}"
             f"  running {rb['running_per_machine']:.3f}/machine"
         )
@@ -589,7 +592,8 @@ def main(argv: list[str] | None = None) -> int:
             "source": "task_events parts 00000-00009 of 00500 (about the first 14 hours of the cell)",
             "files": [{"name": f.name, "sha256": sha256(f)} for f in files],
             "script": "scripts/calibrate_synth.py",
-            "note": "Fitted distributions of the real parts; the generator samples them (docs/trace-synth.md).",
+            "note": "Fitted distributions of the real parts; the generator samples them "
+            "(docs/trace-synth.md).",
         },
         **measure(files),
     }

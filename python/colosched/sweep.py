@@ -3,6 +3,7 @@ replayed for each policy and seed, on local worker processes."""
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any, Callable
@@ -64,7 +65,10 @@ def run_grid(
     cache = None if cache_dir is None else str(cache_dir)
     cluster.load(root, parts, cache_dir=cache)  # parse once, so the workers read the cache
     frames = []
-    with ProcessPoolExecutor(max_workers=min(jobs, len(grid))) as pool:
+    # "spawn", not fork: the parent holds Rust and polars thread pools, and a forked child can
+    # inherit one of their locks held and hang.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(jobs, len(grid)), mp_context=spawn) as pool:
         futures = [
             pool.submit(_point, str(root), parts, policies, m, r, seeds, usage_seed, params or {}, cache)
             for m, r in grid

@@ -7,8 +7,13 @@
 //!   microseconds apart, and share the job's user, scheduling class, priority and requests.
 //! - A **run** starts with a SUBMIT (no machine), waits in the queue, is SCHEDULEd on a machine
 //!   and ends with EVICT, FAIL, FINISH, KILL or LOST on that machine. A run can also end (KILL,
-//!   FAIL) while still pending, with no machine. After EVICT/FAIL/KILL (rarely FINISH) the task is
-//!   often SUBMITted again a few microseconds later: a new run of the same (job, index).
+//!   FAIL) while still pending, with no machine. After an end the task is often SUBMITted again
+//!   a few microseconds later: a new run of the same (job, index).
+//! - An EVICT (the cell taking the machine back, mostly from free-tier tasks) is followed by a
+//!   new SUBMIT that carries on the same work elsewhere. So the generator draws a task's **life**
+//!   (how long it runs in all, and whether it ends with FAIL, FINISH, KILL or LOST) and splits
+//!   it into runs at evictions, which arrive at the band's measured rate per running hour.
+//!   After a life ends the task may start a new one (crash loops: FAIL, SUBMIT, FAIL, ...).
 //! - Tasks already there when the window opens appear as events at **timestamp 0** (before the
 //!   window): a SUBMIT then, for those running, a SCHEDULE. At t = 0 all SUBMITs come first,
 //!   then all SCHEDULEs, as in the real part 00000.
@@ -17,7 +22,7 @@
 //! - UPDATE_PENDING / UPDATE_RUNNING (rare) restate the task's priority and requests; later
 //!   events of the task carry the updated values.
 //!
-//! How it is generated: every task's whole life (all its runs) is a pure function of
+//! How it is generated: every task's whole history (all its lives and runs) is a pure function of
 //! (seed, job ID, task index), drawn from a counter-based hash RNG. Jobs arrive in one-hour
 //! arrival blocks, each block's arrivals a pure function of (seed, block). A generator thread
 //! walks the blocks in time order and puts each event into the bucket of the hour it happens in;
@@ -90,8 +95,11 @@ const NO_MACHINE: u32 = u32::MAX;
 /// about where the real trace's new jobs start.
 const OLD_JOB_ID_MIN: u64 = 3_418_309;
 const NEW_JOB_ID_START: u64 = 6_251_700_000;
-/// Real parts are written with a fast gzip level; this keeps the full trace quick to write.
+/// A fast gzip level keeps the full 29-day trace at well under a minute on two cores; level 6
+/// would make the files about a quarter smaller for several times the CPU.
 const GZIP_LEVEL: u32 = 1;
+/// Longest window accepted (ten years; the real trace is 29 days).
+const MAX_DAYS: f64 = 3650.0;
 
 // RNG streams: every random choice is keyed by (seed, stream, ids...).
 const STREAM_TASK: u64 = 1;
@@ -113,9 +121,9 @@ pub fn write_trace(
             "synth: --machines must be at least 1".into(),
         ));
     }
-    if !(opts.days > 0.0 && opts.days.is_finite()) {
+    if !(opts.days > 0.0 && opts.days <= MAX_DAYS) {
         return Err(TraceError::Usage(format!(
-            "synth: --days must be > 0 (got {})",
+            "synth: --days must be > 0 and at most {MAX_DAYS} (got {})",
             opts.days
         )));
     }
@@ -206,7 +214,7 @@ fn write_readme(out: &Path, opts: &SynthOptions, stats: &SynthStats) -> Result<(
          Its shape (population at the window start, arrival rates, job sizes, run outcomes and\n\
          durations, queueing delays, resubmissions, priorities, requests) is calibrated on the ten\n\
          real task_events parts 00000-00009 of the Google trace (see docs/trace-synth.md of colosched):\n\n\
-         Google cluster-usage traces, clusterdata-2011-2, J. Wilkes and C. Reiss, Google, CC-BY 4.0\n\n\
+         {ATTRIBUTION}\n\n\
          Only task_events is written (no machine_events, job_events or task_usage).\n\n\
          | parts | rows | tasks | compressed bytes |\n|---|---|---|---|\n| {p} | {r} | {t} | {b} |\n",
         m = opts.machines,
@@ -704,7 +712,7 @@ impl Model {
                             } else {
                                 prev.to_string()
                             };
-                            // Too few runs after this kind: the band's outcome over all runs.
+                            // Too few lives after this kind: the band's outcome over all lives.
                             let (p_long, kinds) = r
                                 .after
                                 .get(&key)

@@ -477,6 +477,7 @@ fn synth_rejects_bad_arguments_and_non_empty_output() {
     assert!(usage(write_trace(dir.path(), &opts(0, 1.0, 1), &none)));
     assert!(usage(write_trace(dir.path(), &opts(10, 0.0, 1), &none)));
     assert!(usage(write_trace(dir.path(), &opts(10, -1.0, 1), &none)));
+    assert!(usage(write_trace(dir.path(), &opts(10, 1e9, 1), &none)));
     assert!(usage(write_trace(
         dir.path(),
         &opts(10, f64::NAN, 1),
