@@ -113,8 +113,9 @@ t0 = time.perf_counter(); trace = cluster.load({str(root)!r}); t1 = time.perf_co
 r = cluster.run(trace, {policy!r}, machines={machines}, threads=1)
 t2 = time.perf_counter()
 s = r.summary.row(0, named=True)
+rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 print(json.dumps(dict(ingest_s=t1 - t0, replay_s=t2 - t1, steps=s["steps"], started=s["started"],
-    task_steps=s["task_steps"], rss_gib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, stats=trace.stats())))
+    task_steps=s["task_steps"], rss_gib=rss_gib, stats=trace.stats())))
 """
     subprocess.run(
         [sys.executable, "-c", f"from colosched import cluster; cluster.load({str(root)!r})"], check=True

@@ -160,13 +160,33 @@ def test_bad_arguments_exit_2(tmp_path):
 
 def test_sweep_runs_the_grid_on_worker_processes(tmp_path):
     out = tmp_path / "sweep"
-    r = colosched("sweep", "cluster", "--trace", str(SAMPLE), "--parts", "1", "--machines", "40,80",
-                  "--overcommit-ratio", "0.8,1.2", "--policy", "no_migration,fine:mem_usage", "--jobs", "2",
-                  "--out", str(out), cache=tmp_path / "cache")
+    r = colosched(
+        "sweep",
+        "cluster",
+        "--trace",
+        str(SAMPLE),
+        "--parts",
+        "1",
+        "--machines",
+        "40,80",
+        "--overcommit-ratio",
+        "0.8,1.2",
+        "--policy",
+        "no_migration,fine:mem_usage",
+        "--jobs",
+        "2",
+        "--out",
+        str(out),
+        cache=tmp_path / "cache",
+    )
     assert r.returncode == 0, r.stderr
     table = pl.read_csv(out / "sweep.csv")
     assert table.height == 2 * 2 * 2
-    assert sorted(set(zip(table["machines"], table["overcommit_ratio"]))) == [(40, 0.8), (40, 1.2), (80, 0.8),
-                                                                               (80, 1.2)]
+    assert sorted(set(zip(table["machines"], table["overcommit_ratio"]))) == [
+        (40, 0.8),
+        (40, 1.2),
+        (80, 0.8),
+        (80, 1.2),
+    ]
     for name in ["report.html", "fig5-7.png", "fig5-8.png"]:
         assert (out / name).stat().st_size > 0, name

@@ -96,3 +96,34 @@ def test_bad_parameters_are_refused(sample):
         cluster.run(sample, "fine:disk")
     with pytest.raises(ValueError, match="cell_size"):
         cluster.run(sample, "coarse", cell_size=0)
+
+
+def test_real_task_usage_rows_drive_the_replay(tmp_path):
+    """Real task_usage rows (the 676-row head of part 00000, for tasks SUBMITted at t = 0 and
+    SCHEDULEd in part 00000) take over from the usage model when the trace root has them."""
+    import os
+    from pathlib import Path
+
+    shared = Path(
+        os.environ.get("COLOSCHED_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data")
+    )
+    usage_head = shared / "google-clusterdata-2011-2-head" / "task_usage" / "part-00000-of-00500.head676.csv"
+    if not usage_head.is_file():
+        pytest.skip(f"the shared real data is not beside the checkout ({usage_head} missing)")
+    part0 = cluster.bundled_sample() / "task_events" / "part-00000-of-00500.csv.gz"
+    roots = {}
+    for name, with_usage in [("events-only", False), ("with-usage", True)]:
+        root = tmp_path / name
+        (root / "task_events").mkdir(parents=True)
+        (root / "task_events" / part0.name).symlink_to(part0)
+        if with_usage:
+            (root / "task_usage").mkdir()
+            (root / "task_usage" / usage_head.name).symlink_to(usage_head)
+        roots[name] = cluster.load(root, cache_dir=tmp_path / "cache")
+    assert roots["with-usage"].stats()["usage_rows"] == 676
+    assert roots["events-only"].stats()["usage_rows"] == 0
+    common = dict(machines=100, runs="all", placement="trace", usage_seed=1)
+    model = cluster.run(roots["events-only"], "no_migration", **common).summary
+    real = cluster.run(roots["with-usage"], "no_migration", **common).summary
+    assert real["mean_cpu"][0] > 0 and model["mean_cpu"][0] > 0
+    assert real["mean_cpu"][0] != model["mean_cpu"][0], "the real rows changed nothing"
