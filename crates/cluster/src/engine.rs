@@ -22,25 +22,28 @@ pub enum SimError {
     Interrupted,
 }
 
-/// A run that has been placed on a machine (pending or running).
+/// A run that has been placed on a machine (pending or running). Tasks live inside their
+/// machine's vectors, so the per-step loop walks memory in order; each carries a copy of its
+/// `Run`, so the loop never reads the (possibly gigabyte-sized) runs table either.
 #[derive(Clone, Copy, Debug)]
 struct Live {
-    run: u32,
-    machine: u32,
+    /// Unique for the whole replay: the id planners see.
+    id: u32,
+    run: Run,
     /// Admission load (see `Admission`), counted in its machine's `admitted` while running.
     admission: f64,
     /// Seconds of service still needed (infinite for runs the trace never ends).
     remaining: f64,
     usage: Usage,
     window: u32,
-    /// When a bandwidth-limited copy of this task will have reached `dest`.
+    /// Bandwidth mode: the step time at which its copy to `dest` is complete.
     arrives: Option<(u32, u32)>,
 }
 
 #[derive(Default)]
 struct Machine {
-    running: Vec<u32>,
-    pending: VecDeque<u32>,
+    running: Vec<Live>,
+    pending: VecDeque<Live>,
     /// Sum of the admission loads of the running tasks.
     admitted: f64,
     /// Sum of the running tasks' current mean CPU usage.
@@ -49,19 +52,39 @@ struct Machine {
     link_free: f64,
 }
 
+impl Machine {
+    fn position(&self, id: u32) -> Option<usize> {
+        self.running.iter().position(|t| t.id == id)
+    }
+}
+
 struct Sim<'a> {
     runs: &'a [Run],
     usage: &'a UsageSource,
     cfg: &'a Config,
-    live: Vec<Live>,
-    free: Vec<u32>,
     machines: Vec<Machine>,
-    in_flight: Vec<u32>,
+    /// Bandwidth mode: (task id, source machine) of copies under way.
+    in_flight: Vec<(u32, u32)>,
+    next_id: u32,
     sum: Summary,
     series: Series,
     mem_bytes: f64,
     migrated_bytes: f64,
     duration_total: f64,
+}
+
+/// Refreshes a task's usage for the window holding `t` and its admission load.
+fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
+    let window = t / WINDOW_S;
+    if task.window != window {
+        task.usage = usage.usage(&task.run, window);
+        task.window = window;
+    }
+    let base = match cfg.admission {
+        Admission::Request => task.run.cpu_request,
+        Admission::Usage => task.usage.cpu,
+    };
+    task.admission = f64::from(base) * cfg.overcommit_ratio;
 }
 
 /// Replays `runs` under `planner`. `progress(done, total)` is called every few hundred steps;
@@ -83,10 +106,9 @@ pub fn simulate(
         runs: &runs.runs,
         usage,
         cfg,
-        live: Vec::new(),
-        free: Vec::new(),
         machines: (0..machines).map(|_| Machine::default()).collect(),
         in_flight: Vec::new(),
+        next_id: 0,
         sum: Summary {
             policy: planner.name(),
             seed: cfg.seed,
@@ -170,7 +192,7 @@ fn check(cfg: &Config, machines: usize) -> Result<(), SimError> {
 
 impl Sim<'_> {
     fn place(&mut self, run: u32, t: u32, rng: &mut Rng) {
-        let r = &self.runs[run as usize];
+        let r = self.runs[run as usize];
         let open = r.end_kind == colosched_trace::END_NONE;
         // A run the trace never scheduled consumed nothing there, so it is not replayed.
         if r.schedule == NEVER || (open && self.cfg.replay == Replay::Ended) {
@@ -181,32 +203,23 @@ impl Sim<'_> {
             Placement::Trace if r.machine != NO_MACHINE => r.machine,
             _ => rng.below(self.machines.len()) as u32,
         };
-        let service = if open {
+        let remaining = if open {
             f64::INFINITY
         } else {
             f64::from(r.end.saturating_sub(r.schedule))
         };
         let task = Live {
-            run,
-            machine,
+            id: self.next_id,
+            run: r,
             admission: 0.0,
-            remaining: service,
+            remaining,
             usage: Usage::default(),
             window: u32::MAX,
             arrives: None,
         };
-        let id = match self.free.pop() {
-            Some(id) => {
-                self.live[id as usize] = task;
-                id
-            }
-            None => {
-                self.live.push(task);
-                (self.live.len() - 1) as u32
-            }
-        };
+        self.next_id += 1;
         let m = &mut self.machines[machine as usize];
-        m.pending.push_back(id);
+        m.pending.push_back(task);
         if m.pending.len() == 1 {
             self.admit(machine, t);
         }
@@ -215,45 +228,18 @@ impl Sim<'_> {
     /// Starts pending runs on `machine`, in FIFO order, while they fit.
     fn admit(&mut self, machine: u32, t: u32) {
         let cap = self.cfg.capacity;
-        loop {
-            let Some(&id) = self.machines[machine as usize].pending.front() else {
-                return;
-            };
-            let usage = self.usage_at(id, t);
-            let admission = self.admission_load(id);
-            let m = &self.machines[machine as usize];
-            if m.admitted + admission > cap + 1e-12 && !m.running.is_empty() {
+        let m = &mut self.machines[machine as usize];
+        while let Some(task) = m.pending.front_mut() {
+            refresh(task, self.usage, self.cfg, t);
+            if m.admitted + task.admission > cap + 1e-12 && !m.running.is_empty() {
                 return;
             }
-            self.live[id as usize].admission = admission;
-            let m = &mut self.machines[machine as usize];
-            m.pending.pop_front();
-            m.running.push(id);
-            m.admitted += admission;
-            m.load += usage.cpu as f64;
+            m.admitted += task.admission;
+            m.load += f64::from(task.usage.cpu);
+            let task = m.pending.pop_front().expect("front exists");
+            m.running.push(task);
             self.sum.started += 1;
         }
-    }
-
-    /// The admission load of a task whose usage is current.
-    fn admission_load(&self, id: u32) -> f64 {
-        let task = &self.live[id as usize];
-        let base = match self.cfg.admission {
-            Admission::Request => self.runs[task.run as usize].cpu_request,
-            Admission::Usage => task.usage.cpu,
-        };
-        f64::from(base) * self.cfg.overcommit_ratio
-    }
-
-    /// Refreshes a task's usage for the window holding `t`; returns it.
-    fn usage_at(&mut self, id: u32, t: u32) -> Usage {
-        let window = t / WINDOW_S;
-        let task = &mut self.live[id as usize];
-        if task.window != window {
-            task.usage = self.usage.usage(&self.runs[task.run as usize], window);
-            task.window = window;
-        }
-        task.usage
     }
 
     fn migrate(
@@ -292,11 +278,16 @@ impl Sim<'_> {
         for (node, m) in cell.nodes.iter_mut().zip(&self.machines[range]) {
             node.load = m.load;
             node.tasks.clear();
-            for &id in &m.running {
-                let task = &self.live[id as usize];
-                let run = &self.runs[task.run as usize];
+            for task in &m.running {
+                // Cheap rejections first: most tasks are not in the free band.
+                let run = &task.run;
+                if run.priority >= self.cfg.limits.migratable_priority_below
+                    || task.arrives.is_some()
+                {
+                    continue;
+                }
                 let view = Task {
-                    id: u64::from(id),
+                    id: u64::from(task.id),
                     priority: run.priority,
                     cpu_request: f64::from(run.cpu_request),
                     cpu_usage: f64::from(task.usage.cpu),
@@ -304,7 +295,7 @@ impl Sim<'_> {
                     mem_usage: f64::from(task.usage.mem),
                     mai: f64::from(task.usage.mai),
                 };
-                if task.arrives.is_none() && self.cfg.limits.is_migratable(&view) {
+                if self.cfg.limits.is_migratable(&view) {
                     node.tasks.push(view);
                 }
             }
@@ -329,59 +320,57 @@ impl Sim<'_> {
                 mv.task, mv.from
             ));
         };
-        from.swap_remove(pos);
+        let bytes = from.swap_remove(pos).mem_usage * self.mem_bytes;
         let (src, dst, id) = (
             (base + mv.from) as u32,
             (base + mv.to) as u32,
             mv.task as u32,
         );
-        let task = self.live[id as usize];
-        let bytes = f64::from(task.usage.mem) * self.mem_bytes;
         self.migrated_bytes += bytes;
         self.sum.moves += 1;
         match self.cfg.bandwidth_mbit_s {
             None => self.relocate(id, src, dst),
             Some(mbit) => {
-                let link = &mut self.machines[src as usize].link_free;
-                *link = link.max(f64::from(t)) + bytes * 8.0 / (mbit * 1e6);
-                self.live[id as usize].arrives = Some((link.ceil() as u32, dst));
-                self.in_flight.push(id);
+                let m = &mut self.machines[src as usize];
+                m.link_free = m.link_free.max(f64::from(t)) + bytes * 8.0 / (mbit * 1e6);
+                let at = m.link_free.ceil() as u32;
+                if let Some(pos) = m.position(id) {
+                    m.running[pos].arrives = Some((at, dst));
+                    self.in_flight.push((id, src));
+                }
             }
         }
         Ok(())
     }
 
     fn relocate(&mut self, id: u32, src: u32, dst: u32) {
-        let task = &mut self.live[id as usize];
-        task.machine = dst;
-        task.arrives = None;
-        let (admission, cpu) = (task.admission, f64::from(task.usage.cpu));
         let s = &mut self.machines[src as usize];
-        if let Some(pos) = s.running.iter().position(|&x| x == id) {
-            s.running.swap_remove(pos);
-        }
-        s.admitted -= admission;
-        s.load -= cpu;
+        let Some(pos) = s.position(id) else { return };
+        let mut task = s.running.swap_remove(pos);
+        task.arrives = None;
+        s.admitted -= task.admission;
+        s.load -= f64::from(task.usage.cpu);
         let d = &mut self.machines[dst as usize];
-        d.running.push(id);
-        d.admitted += admission;
-        d.load += cpu;
+        d.admitted += task.admission;
+        d.load += f64::from(task.usage.cpu);
+        d.running.push(task);
     }
 
-    /// Bandwidth mode: copies that are complete by `t` switch the task to its destination.
+    /// Bandwidth mode: copies that are complete by `t` switch the task to its destination;
+    /// copies of tasks that ended meanwhile are dropped.
     fn land_migrations(&mut self, t: u32) {
         let mut i = 0;
         while i < self.in_flight.len() {
-            let id = self.in_flight[i];
-            match self.live[id as usize].arrives {
-                Some((at, dst)) if at <= t => {
+            let (id, src) = self.in_flight[i];
+            let m = &self.machines[src as usize];
+            match m.position(id).and_then(|pos| m.running[pos].arrives) {
+                Some((at, _)) if at > t => i += 1,
+                Some((_, dst)) => {
                     self.in_flight.swap_remove(i);
-                    let src = self.live[id as usize].machine;
                     self.relocate(id, src, dst);
                 }
-                Some(_) => i += 1,
                 None => {
-                    self.in_flight.swap_remove(i); // the task finished during its copy
+                    self.in_flight.swap_remove(i);
                 }
             }
         }
@@ -402,40 +391,35 @@ impl Sim<'_> {
         let (mut load_sum, mut over_sum) = (0.0, 0.0);
         loads.clear();
         for mi in 0..self.machines.len() {
-            let load = self.machines[mi].load.max(0.0);
-            self.sum.task_steps += self.machines[mi].running.len() as u64;
+            let m = &mut self.machines[mi];
+            let load = m.load.max(0.0);
             loads.push(load);
             load_sum += load;
             over_sum += (load - cap).max(0.0);
+            self.sum.task_steps += m.running.len() as u64;
             let service = if load > cap {
                 step * (1.0 - self.cfg.overload_penalty)
             } else {
                 step
             };
+            // Recomputed from scratch each step, so no rounding drift accumulates.
             let (mut admitted, mut new_load, mut freed) = (0.0, 0.0, false);
             let mut i = 0;
-            while i < self.machines[mi].running.len() {
-                let id = self.machines[mi].running[i];
-                let task = &mut self.live[id as usize];
+            while i < m.running.len() {
+                let task = &mut m.running[i];
                 task.remaining -= service;
                 if task.remaining <= 0.0 {
-                    self.machines[mi].running.swap_remove(i);
-                    task.arrives = None;
-                    let submit = self.runs[task.run as usize].submit;
-                    self.duration_total += f64::from(next_t - submit);
+                    self.duration_total += f64::from(next_t - task.run.submit);
                     self.sum.completed += 1;
-                    self.free.push(id);
+                    m.running.swap_remove(i);
                     freed = true;
                     continue;
                 }
-                new_load += f64::from(self.usage_at(id, next_t).cpu);
-                let admission = self.admission_load(id);
-                self.live[id as usize].admission = admission;
-                admitted += admission;
+                refresh(task, self.usage, self.cfg, next_t);
+                new_load += f64::from(task.usage.cpu);
+                admitted += task.admission;
                 i += 1;
             }
-            // Recomputed from scratch each step, so no rounding drift accumulates.
-            let m = &mut self.machines[mi];
             m.admitted = admitted;
             m.load = new_load;
             if freed && !m.pending.is_empty() {
