@@ -102,6 +102,22 @@ fn policies() -> Vec<String> {
         .collect()
 }
 
+/// One of a parameter's named values, or an error naming the parameter and the choices.
+fn choice<T: Copy>(key: &str, value: &Bound<'_, PyAny>, options: &[(&str, T)]) -> PyResult<T> {
+    let text: String = value.extract()?;
+    let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
+    options
+        .iter()
+        .find(|(name, _)| *name == text)
+        .map(|(_, v)| *v)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{key}: {text:?} is not one of {}",
+                names.join(", ")
+            ))
+        })
+}
+
 fn config_from(params: &Bound<'_, PyDict>) -> PyResult<Config> {
     let mut c = Config::default();
     let mut l = Limits::default();
@@ -120,37 +136,25 @@ fn config_from(params: &Bound<'_, PyDict>) -> PyResult<Config> {
             "bandwidth_mbit_s" => c.bandwidth_mbit_s = value.extract()?,
             "keep_series" => c.keep_series = value.extract()?,
             "placement" => {
-                c.placement = match value.extract::<String>()?.as_str() {
-                    "random" => Placement::Random,
-                    "trace" => Placement::Trace,
-                    other => {
-                        return Err(PyValueError::new_err(format!(
-                            "placement: {other:?} is not random or trace"
-                        )))
-                    }
-                }
+                c.placement = choice(
+                    &key,
+                    &value,
+                    &[("random", Placement::Random), ("trace", Placement::Trace)],
+                )?
             }
             "runs" => {
-                c.replay = match value.extract::<String>()?.as_str() {
-                    "ended" => Replay::Ended,
-                    "all" => Replay::All,
-                    other => {
-                        return Err(PyValueError::new_err(format!(
-                            "runs: {other:?} is not ended or all"
-                        )))
-                    }
-                }
+                c.replay = choice(
+                    &key,
+                    &value,
+                    &[("ended", Replay::Ended), ("all", Replay::All)],
+                )?
             }
             "admission" => {
-                c.admission = match value.extract::<String>()?.as_str() {
-                    "request" => Admission::Request,
-                    "usage" => Admission::Usage,
-                    other => {
-                        return Err(PyValueError::new_err(format!(
-                            "admission: {other:?} is not request or usage"
-                        )))
-                    }
-                }
+                c.admission = choice(
+                    &key,
+                    &value,
+                    &[("request", Admission::Request), ("usage", Admission::Usage)],
+                )?
             }
             "warning_threshold" => l.warning_threshold = value.extract()?,
             "migratable_priority_below" => l.migratable_priority_below = value.extract()?,

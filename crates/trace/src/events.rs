@@ -182,10 +182,17 @@ pub fn parse_events(bytes: &[u8], file: &Path) -> Result<Events> {
 }
 
 /// What is wrong with a line, before we know the file and line number.
-struct LineError {
+pub(crate) struct LineError {
     /// 0-based column.
-    column: usize,
-    msg: String,
+    pub(crate) column: usize,
+    pub(crate) msg: String,
+}
+
+/// The `(column, message)` form the task_usage reader reports.
+impl From<LineError> for (usize, String) {
+    fn from(e: LineError) -> Self {
+        (e.column, e.msg)
+    }
 }
 
 impl LineError {
@@ -252,7 +259,11 @@ fn count_columns(line: &[u8]) -> usize {
     memchr::memchr_iter(b',', line).count() + 1
 }
 
-fn mandatory_uint(text: &[u8], column: usize, max: u64) -> std::result::Result<u64, LineError> {
+pub(crate) fn mandatory_uint(
+    text: &[u8],
+    column: usize,
+    max: u64,
+) -> std::result::Result<u64, LineError> {
     optional_uint(text, column, max)?.ok_or_else(|| LineError {
         column,
         msg: "missing value (this field is mandatory)".into(),
@@ -299,7 +310,7 @@ fn out_of_range(text: &[u8], column: usize, max: u64) -> LineError {
 }
 
 /// A resource request: a finite number >= 0 (decimal or e-notation); NaN for an empty field.
-fn optional_request(text: &[u8], column: usize) -> std::result::Result<f32, LineError> {
+pub(crate) fn optional_request(text: &[u8], column: usize) -> std::result::Result<f32, LineError> {
     if text.is_empty() {
         return Ok(f32::NAN);
     }
@@ -326,7 +337,7 @@ fn optional_request(text: &[u8], column: usize) -> std::result::Result<f32, Line
 }
 
 /// A field's text for an error message (shortened if long).
-fn show(text: &[u8]) -> String {
+pub(crate) fn show(text: &[u8]) -> String {
     let s = String::from_utf8_lossy(text);
     if s.chars().count() > 40 {
         format!("{}...", s.chars().take(40).collect::<String>())

@@ -30,6 +30,7 @@ use rayon::prelude::*;
 use serde::Deserialize;
 
 use crate::error::{Result, TraceError};
+use crate::events::{mandatory_uint, optional_request};
 use crate::Run;
 
 pub const WINDOW_S: u32 = 300;
@@ -957,67 +958,10 @@ fn parse_usage_line(line: &[u8]) -> std::result::Result<RawRow, (usize, String)>
     })
 }
 
-fn mandatory_uint(
-    text: &[u8],
-    column: usize,
-    max: u64,
-) -> std::result::Result<u64, (usize, String)> {
-    if text.is_empty() {
-        return Err((column, "missing value (this field is mandatory)".into()));
-    }
-    let mut value: u64 = 0;
-    for &byte in text {
-        let digit = byte.wrapping_sub(b'0');
-        if digit > 9 {
-            return Err((
-                column,
-                format!("`{}` is not an unsigned integer", show(text)),
-            ));
-        }
-        value = value
-            .checked_mul(10)
-            .and_then(|v| v.checked_add(digit as u64))
-            .filter(|v| *v <= max)
-            .ok_or_else(|| {
-                (
-                    column,
-                    format!("`{}` is out of range 0..={max}", show(text)),
-                )
-            })?;
-    }
-    Ok(value)
-}
-
 /// A usage value: a finite number >= 0 (decimal or e-notation); 0 for an empty field.
 fn resource(text: &[u8], column: usize) -> std::result::Result<f32, (usize, String)> {
-    if text.is_empty() {
-        return Ok(0.0);
-    }
-    let bad = || (column, format!("`{}` is not a number >= 0", show(text)));
-    // Rust's float parser also accepts "inf" and "nan": only allow number characters.
-    if !text
-        .iter()
-        .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
-    {
-        return Err(bad());
-    }
-    let value: f64 = std::str::from_utf8(text)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(bad)?;
-    if !(value.is_finite() && value >= 0.0) {
-        return Err(bad());
-    }
-    Ok(value as f32)
-}
-
-fn show(text: &[u8]) -> String {
-    let s = String::from_utf8_lossy(text);
-    if s.chars().count() > 40 {
-        format!("{}...", s.chars().take(40).collect::<String>())
-    } else {
-        s.into_owned()
-    }
+    let value = optional_request(text, column)?;
+    Ok(if value.is_nan() { 0.0 } else { value })
 }
 
 // ------------------------------------------------------------------------------------------------
