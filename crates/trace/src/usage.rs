@@ -1591,7 +1591,7 @@ mod tests {
 
     /// `cargo test --release -p colosched-trace usage_model_timing -- --ignored --nocapture`
     #[test]
-    #[ignore]
+    #[ignore = "timing, not a test: cargo test --release -p colosched-trace usage_model_timing -- --ignored --nocapture"]
     fn usage_model_timing() {
         let m = UsageModel::calibrated(1);
         // Minimum over batches: other processes on the machine only ever add time.

@@ -504,7 +504,7 @@ fn synth_rejects_bad_arguments_and_non_empty_output() {
 /// and size; the output is left for inspection (delete it afterwards). For docs/trace-synth.md:
 /// `cargo test --release -p colosched-trace --test synth -- --ignored --nocapture`.
 #[test]
-#[ignore]
+#[ignore = "writes the 1.8 GB full-scale trace; run by hand for bench/RESULTS.md"]
 fn synth_full_scale() {
     let env = |k: &str| std::env::var(k).ok();
     let out = PathBuf::from(env("SYNTH_OUT").unwrap_or_else(|| "/tmp/colosched-synth-full".into()));
