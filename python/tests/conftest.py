@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -16,18 +15,8 @@ if str(PYTHON_DIR) not in sys.path:
 
 @pytest.fixture(scope="session")
 def report_module():
-    """colosched.report. It needs only polars and matplotlib, so before the Rust extension is built
-    (`make build`) it is loaded straight from its file, without the package's __init__."""
-    try:
-        return importlib.import_module("colosched.report")
-    except ModuleNotFoundError as e:
-        if "_native" not in str(e):
-            raise
-    spec = importlib.util.spec_from_file_location("colosched_report", PYTHON_DIR / "colosched" / "report.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while it loads
-    spec.loader.exec_module(module)
-    return module
+    """colosched.report (a fixture so the report tests read as one family)."""
+    return importlib.import_module("colosched.report")
 
 
 def _report_inputs(policies=("fine:mem_usage", "no_migration", "coarse"), seeds=(1, 2), cycles=50):
