@@ -10,6 +10,7 @@ Exit codes: 0 ok, 1 unexpected failure, 2 bad input (trace file, argument, param
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -24,10 +25,6 @@ from colosched import TraceInputError, __version__, cluster, outputs
 
 console = Console(stderr=True)
 BAD_INPUT = 2
-
-
-class UsageError(Exception):
-    """A bad argument: reported as `colosched: error: ...`, exit 2."""
 
 
 def positive_int(text: str) -> int:
@@ -168,7 +165,7 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
     policies = cluster.expand_policies(args.policy or ["all"])
     bar, tick = progress_bar(f"replaying {len(policies)} policies × {args.seeds} seeds")
     started = time.perf_counter()
-    with bar or _nothing():
+    with bar or contextlib.nullcontext():
         result = cluster.run(
             trace,
             policies,
@@ -200,7 +197,7 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
     policies = cluster.expand_policies(args.policy or ["no_migration", "coarse", "fine:mem_usage"])
     bar, tick = progress_bar(f"sweep: {len(args.machines)}×{len(args.overcommit_ratio)} points")
     started = time.perf_counter()
-    with bar or _nothing():
+    with bar or contextlib.nullcontext():
         table = sweep.run_grid(
             root,
             args.parts,
@@ -296,14 +293,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return main(argv)
 
 
-class _nothing:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="colosched", description=__doc__.split("\n\n")[0])
     top.add_argument("--version", action="version", version=f"colosched {__version__}")
@@ -355,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
-    except (TraceInputError, UsageError, ValueError, FileNotFoundError) as e:
+    except (TraceInputError, ValueError, FileNotFoundError) as e:
         # One plain line, never wrapped, so the file:line:column stays whole for scripts and grep.
         print(f"colosched: error: {e}", file=sys.stderr)
         return BAD_INPUT

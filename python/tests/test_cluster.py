@@ -96,6 +96,9 @@ def test_bad_parameters_are_refused(sample):
         cluster.run(sample, "fine:disk")
     with pytest.raises(ValueError, match="cell_size"):
         cluster.run(sample, "coarse", cell_size=0)
+    for key in ("admission", "runs", "placement"):
+        with pytest.raises(ValueError, match=f'{key}: "bogus" is not one of'):
+            cluster.run(sample, "coarse", **{key: "bogus"})
 
 
 def test_real_task_usage_rows_drive_the_replay(tmp_path):

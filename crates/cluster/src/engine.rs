@@ -139,24 +139,14 @@ pub fn simulate(
         } else {
             cfg.idle_interval
         };
-        let (mut moved, mut first, mut second) = (0, 0, 0);
         let bytes_before = sim.migrated_bytes;
+        let mut moves = [0; 3];
         if k.is_multiple_of(u64::from(interval)) {
             sim.sum.cycles += 1;
-            for m in sim.migrate(planner, &mut policy_rng, k, t, &mut scratch.0)? {
-                moved += 1;
-                first += u32::from(m.rank == 0);
-                second += u32::from(m.rank == 1);
-            }
+            moves = sim.migrate(planner, &mut policy_rng, k, t, &mut scratch.0)?;
         }
         let net_mbit = (sim.migrated_bytes - bytes_before) * 8.0 / 1e6;
-        sim.end_of_step(
-            k,
-            t,
-            (&mut scratch.1, &mut scratch.2),
-            [moved, first, second],
-            net_mbit,
-        );
+        sim.end_of_step(k, t, (&mut scratch.1, &mut scratch.2), moves, net_mbit);
         if (k % 64 == 0 || k + 1 == steps) && !progress(k + 1, steps) {
             return Err(SimError::Interrupted);
         }
@@ -242,6 +232,8 @@ impl Sim<'_> {
         }
     }
 
+    /// Plans and applies one migration cycle; returns [moves, moves to the least loaded
+    /// receiver, moves to the second].
     fn migrate(
         &mut self,
         planner: &mut dyn Planner,
@@ -249,9 +241,9 @@ impl Sim<'_> {
         cycle: u64,
         t: u32,
         cell: &mut Cell,
-    ) -> Result<Vec<Move>, SimError> {
+    ) -> Result<[u32; 3], SimError> {
         let size = self.cfg.cell_size;
-        let mut all = Vec::new();
+        let mut counts = [0; 3];
         for base in (0..self.machines.len()).step_by(size) {
             let end = (base + size).min(self.machines.len());
             if !self.fill_cell(cell, base..end) {
@@ -265,9 +257,11 @@ impl Sim<'_> {
                         msg,
                     })?;
             }
-            all.extend(moves);
+            counts[0] += moves.len() as u32;
+            counts[1] += moves.iter().filter(|m| m.rank == 0).count() as u32;
+            counts[2] += moves.iter().filter(|m| m.rank == 1).count() as u32;
         }
-        Ok(all)
+        Ok(counts)
     }
 
     /// Builds the planner's view of machines `range`: each node's load and migratable tasks.

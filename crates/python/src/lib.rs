@@ -2,7 +2,7 @@
 //! runs the Rust engine off the GIL, and hands back plain lists and dicts.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,7 +28,7 @@ fn trace_err(e: TraceError) -> PyErr {
 /// A loaded trace: its runs, real usage rows if the root has them, and what ingest did.
 #[pyclass(frozen)]
 struct Trace {
-    runs: Arc<Runs>,
+    runs: Runs,
     real_usage: Option<Arc<TaskUsage>>,
     #[pyo3(get)]
     root: String,
@@ -78,7 +78,7 @@ fn load_trace(
         let runs = colosched_trace::load_runs(&trace_root, &opts)?;
         let real_usage = TaskUsage::load(&root, parts.as_deref())?;
         Ok(Trace {
-            runs: Arc::new(runs),
+            runs,
             real_usage: real_usage.map(Arc::new),
             root: root.display().to_string(),
         })
@@ -277,6 +277,19 @@ fn pythonize_summary<'py>(
     Ok(d)
 }
 
+/// Progress for one replay: adds its newly done steps to `done`; false once `stop` is set.
+fn step_counter<'a>(
+    done: &'a AtomicU64,
+    stop: &'a AtomicBool,
+) -> impl FnMut(u64, u64) -> bool + 'a {
+    let mut last = 0;
+    move |d, _total| {
+        done.fetch_add(d - last, Ordering::Relaxed);
+        last = d;
+        !stop.load(Ordering::Relaxed)
+    }
+}
+
 /// Runs every (policy, seed) job over `trace` with `params`. Built-in policies (names) run on
 /// `threads` worker threads; Python callables run one after another holding the GIL as needed.
 /// `progress(done_steps, total_steps)` is called from this thread about ten times a second.
@@ -295,10 +308,10 @@ fn simulate_jobs<'py>(
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
     let base = config_from(params)?;
-    let usage = Arc::new(UsageSource {
-        real: trace.real_usage.as_deref().cloned(),
+    let usage = UsageSource {
+        real: trace.real_usage.clone(),
         model: UsageModel::calibrated(usage_seed),
-    });
+    };
     // Jobs: (index, policy, seed); built-in ones are parsed now so a bad name fails before work.
     let mut builtin = Vec::new();
     let mut custom = Vec::new();
@@ -324,7 +337,7 @@ fn simulate_jobs<'py>(
     let jobs = builtin.len() + custom.len();
     let steps_each = u64::from(trace.runs.trace_end / base.step_s.max(1)) + 1;
     let total = steps_each * jobs as u64;
-    let done = Arc::new(AtomicU64::new(0));
+    let done = AtomicU64::new(0);
     let report = |py: Python<'_>| -> PyResult<()> {
         py.check_signals()?;
         if let Some(cb) = &progress {
@@ -332,10 +345,9 @@ fn simulate_jobs<'py>(
         }
         Ok(())
     };
-    let mut results: Vec<Option<Result<Outcome, String>>> = (0..jobs).map(|_| None).collect();
-
+    let slots: Mutex<Vec<Option<Result<Outcome, String>>>> =
+        Mutex::new((0..jobs).map(|_| None).collect());
     // Built-in policies on worker threads; this thread reports progress and watches Ctrl-C.
-    let slots = Arc::new(Mutex::new(&mut results));
     let next = AtomicUsize::new(0);
     let workers = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
@@ -343,7 +355,7 @@ fn simulate_jobs<'py>(
         threads
     };
     let finished = AtomicUsize::new(0);
-    let stop = std::sync::atomic::AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
     let mut interrupted = None;
     std::thread::scope(|scope| {
         for _ in 0..workers.min(builtin.len()) {
@@ -356,13 +368,13 @@ fn simulate_jobs<'py>(
                     seed,
                     ..base.clone()
                 };
-                let mut last = 0;
-                let mut tick = |d: u64, _t: u64| {
-                    done.fetch_add(d - last, Ordering::Relaxed);
-                    last = d;
-                    !stop.load(Ordering::Relaxed)
-                };
-                let r = simulate(&trace.runs, &usage, &cfg, &mut policy, &mut tick);
+                let r = simulate(
+                    &trace.runs,
+                    &usage,
+                    &cfg,
+                    &mut policy,
+                    &mut step_counter(&done, &stop),
+                );
                 slots.lock().unwrap()[idx] = Some(r.map_err(|e| e.to_string()));
                 finished.fetch_add(1, Ordering::Relaxed);
             });
@@ -378,6 +390,9 @@ fn simulate_jobs<'py>(
     if let Some(e) = interrupted {
         return Err(e);
     }
+    let mut results = slots
+        .into_inner()
+        .expect("no worker panicked while holding the lock");
 
     for (idx, func, name, seed) in custom {
         let cfg = Config {
@@ -389,13 +404,13 @@ fn simulate_jobs<'py>(
             name,
             error: None,
         };
-        let mut last = 0;
-        let mut tick = |d: u64, _t: u64| {
-            done.fetch_add(d - last, Ordering::Relaxed);
-            last = d;
-            true
-        };
-        let r = simulate(&trace.runs, &usage, &cfg, &mut planner, &mut tick);
+        let r = simulate(
+            &trace.runs,
+            &usage,
+            &cfg,
+            &mut planner,
+            &mut step_counter(&done, &stop),
+        );
         if let Some(e) = planner.error.take() {
             return Err(e);
         }

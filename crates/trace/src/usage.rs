@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -982,13 +982,17 @@ pub enum UsageOrigin {
 /// Real `task_usage` rows when present, else the model.
 #[derive(Clone, Debug)]
 pub struct UsageSource {
-    pub real: Option<TaskUsage>,
+    /// Shared, so several replays (threads, seeds) use one copy of a large table.
+    pub real: Option<Arc<TaskUsage>>,
     pub model: UsageModel,
 }
 
 impl UsageSource {
     pub fn new(real: Option<TaskUsage>, model: UsageModel) -> UsageSource {
-        UsageSource { real, model }
+        UsageSource {
+            real: real.map(Arc::new),
+            model,
+        }
     }
 
     /// Usage of `run` in window `window` (absolute): see [`UsageSource::lookup`].

@@ -47,10 +47,7 @@ fn usage(rows: &[(u64, f32, f32, f32)]) -> UsageSource {
             },
         )
     }));
-    UsageSource {
-        real: Some(real),
-        model: UsageModel::calibrated(0),
-    }
+    UsageSource::new(Some(real), UsageModel::calibrated(0))
 }
 
 fn cfg(machines: usize) -> Config {
@@ -323,10 +320,7 @@ fn the_same_seed_gives_the_same_replay() {
         })
         .collect();
     let r = runs(list, 1);
-    let u = UsageSource {
-        real: None,
-        model: UsageModel::calibrated(3),
-    };
+    let u = UsageSource::new(None, UsageModel::calibrated(3));
     let c = Config {
         machines: 40,
         placement: Placement::Random,
