@@ -6,12 +6,18 @@ PIP := $(VENV)/bin/pip
 CARGO_TEST := cargo test --release --workspace --exclude colosched-py
 export CARGO_TERM_PROGRESS_WHEN = never
 
-.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean
+.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static
 
 demo: build
 	$(VENV)/bin/colosched demo --out out
 
-test: build sysdeps rust-test py-test
+test: build agent-static sysdeps rust-test py-test
+
+# The node agent as one static binary (no shared libraries: it goes into a VM's initramfs as is).
+AGENT_STATIC := target/x86_64-unknown-linux-gnu/release/colosched-agent
+agent-static:
+	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --quiet --target x86_64-unknown-linux-gnu \
+		-p colosched-agent --bin colosched-agent
 
 venv: $(VENV)/.deps-ok
 $(VENV)/.deps-ok: pyproject.toml
@@ -28,6 +34,9 @@ build: venv
 # Debian packages the tests use: Chromium checks the HTML report in a real browser.
 sysdeps:
 	@command -v chromium >/dev/null || { apt-get update -qq && apt-get install -y -qq chromium >/dev/null; }
+	@# qemu boots a 4-NUMA-node guest with a busybox initramfs for the agent's end-to-end test.
+	@command -v qemu-system-x86_64 >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 || { apt-get update -qq && \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=300 qemu-system-x86 busybox-static >/dev/null; }
 
 rust-test:
 	$(CARGO_TEST)

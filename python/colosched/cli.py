@@ -334,6 +334,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--cache-dir", type=Path, default=None)
     p.set_defaults(func=cmd_cache_clear)
 
+    # Listed for --help only: `main` hands `colosched agent …` to the agent's own parser.
+    sub.add_parser("agent", help="node agent: move best-effort tasks between NUMA nodes (docs/agent.md)")
     p = sub.add_parser("demo", help="all 8 policies on the bundled real sample")
     p.add_argument("--out", type=Path, default=Path("out"))
     p.set_defaults(func=cmd_demo)
@@ -341,6 +343,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["agent"]:
+        from colosched import _native
+
+        # The agent (Rust) parses its own flags and waits for SIGTERM/SIGINT itself, so it can
+        # restore what it changed before exiting; same command line as the static binary.
+        return _native.agent_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)

@@ -162,6 +162,24 @@ impl Planner for Policy {
     }
 }
 
+impl Policy {
+    /// The nodes this policy would make receivers for these loads: coarse's least loaded node,
+    /// fine's two least loaded (one in a cell of two). The agent pins unpinned tasks it finds
+    /// already on a receiver, so it asks the policy rather than repeating the rule.
+    pub fn receivers(&self, loads: &[f64]) -> Vec<usize> {
+        let ranked = by_load(loads);
+        match self {
+            Policy::Coarse => ranked.into_iter().take(1).collect(),
+            Policy::Fine(_) => fine_receivers(&ranked).to_vec(),
+            Policy::NoMigration | Policy::Random { .. } => Vec::new(),
+        }
+    }
+}
+
+fn fine_receivers(ranked: &[usize]) -> &[usize] {
+    &ranked[..ranked.len().saturating_sub(1).min(2)]
+}
+
 /// Node indices sorted by load, ties by index (so plans are deterministic).
 fn by_load(loads: &[f64]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..loads.len()).collect();
@@ -207,7 +225,7 @@ fn coarse(cell: &Cell, limits: &Limits) -> Vec<Move> {
 fn fine(cell: &Cell, limits: &Limits, order: Order, rng: &mut Rng) -> Vec<Move> {
     let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
     let ranked = by_load(&loads);
-    let receivers = &ranked[..ranked.len().saturating_sub(1).min(2)];
+    let receivers = fine_receivers(&ranked);
     let mut moves = Vec::new();
     for src in (0..loads.len()).filter(|n| !receivers.contains(n)) {
         let mut removed = migratable(cell, src, limits);

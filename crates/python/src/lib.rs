@@ -480,6 +480,13 @@ fn synth_trace<'py>(
     Ok(d)
 }
 
+/// `colosched agent …`: the node agent's command line, run in this process (the GIL released).
+/// Returns its exit code.
+#[pyfunction]
+fn agent_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| colosched_agent::cli::main(argv))
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Trace>()?;
@@ -488,6 +495,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
+    m.add_function(wrap_pyfunction!(agent_main, m)?)?;
     m.add("TraceInputError", m.py().get_type::<TraceInputError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())

@@ -1,0 +1,289 @@
+//! Actuators: the only code that changes the system. Every change is recorded in the state file
+//! before it is made. Errors the kernel gives for single tasks or IRQs (ESRCH: the task is gone;
+//! EINVAL: the mask is outside its cpuset; EIO/EPERM: an IRQ that cannot move) are counted and
+//! logged, never fatal.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::procfs::Procfs;
+use crate::select::BeTask;
+use crate::state::{SavedTask, State};
+use crate::topology::format_cpulist;
+
+pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
+    // SAFETY: cpu_set_t is plain data; the kernel writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok((0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: as above; CPU_SET only touches bits below CPU_SETSIZE, which we check.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(c, &mut set);
+        }
+        if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).
+/// Returns the number of pages that could not be moved.
+pub fn migrate_pages(pid: i32, from: &[usize], to: &[usize]) -> io::Result<u64> {
+    let bits = |nodes: &[usize]| {
+        nodes
+            .iter()
+            .filter(|&&n| n < 64)
+            .fold(0u64, |m, &n| m | 1 << n)
+    };
+    let (old, new) = (bits(from), bits(to));
+    // SAFETY: the masks are u64 values on our stack; maxnode = 64 bits each.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_migrate_pages,
+            pid as libc::c_long,
+            64 as libc::c_ulong,
+            &old as *const u64,
+            &new as *const u64,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as u64)
+    }
+}
+
+/// The `cpumask` format of /sys/devices/virtual/workqueue/*/cpumask: hex, 32-bit groups, commas.
+pub fn cpumask_hex(cpus: &[usize]) -> String {
+    let words = cpus.iter().max().map_or(1, |m| m / 32 + 1);
+    let mut w = vec![0u32; words];
+    for &c in cpus {
+        w[c / 32] |= 1 << (c % 32);
+    }
+    let mut parts: Vec<String> = w.iter().rev().map(|x| format!("{x:08x}")).collect();
+    parts[0] = format!("{:x}", w[words - 1]);
+    parts.join(",")
+}
+
+/// Errors by kind: esrch, einval, eperm, eio, other (and the last message of each, for the log).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounts {
+    pub by_kind: BTreeMap<&'static str, u64>,
+    pub last: BTreeMap<&'static str, String>,
+}
+
+impl ErrorCounts {
+    pub fn kind(e: &io::Error) -> &'static str {
+        match e.raw_os_error() {
+            Some(libc::ESRCH) => "esrch",
+            Some(libc::EINVAL) => "einval",
+            Some(libc::EPERM) | Some(libc::EACCES) => "eperm",
+            Some(libc::EIO) => "eio",
+            _ => "other",
+        }
+    }
+    pub fn count(&mut self, e: &io::Error, what: &str) {
+        self.add(Self::kind(e), format!("{what}: {e}"));
+    }
+    pub fn add(&mut self, kind: &'static str, message: String) {
+        *self.by_kind.entry(kind).or_default() += 1;
+        self.last.insert(kind, message);
+    }
+    pub fn total(&self) -> u64 {
+        self.by_kind.values().sum()
+    }
+}
+
+/// A kernel file to overwrite (cpuset.cpus, smp_affinity_list, a workqueue's cpumask).
+pub struct FileWrite {
+    pub path: PathBuf,
+    pub content: String,
+}
+
+/// Applies moves and file writes, recording originals first. In dry-run it records nothing and
+/// changes nothing.
+pub struct Actuator {
+    pub procfs: Procfs,
+    pub state: State,
+    pub state_path: PathBuf,
+    pub dry_run: bool,
+    pub errors: ErrorCounts,
+}
+
+impl Actuator {
+    pub fn new(procfs: Procfs, state_path: PathBuf, dry_run: bool) -> Actuator {
+        Actuator {
+            procfs,
+            state: State::new(),
+            state_path,
+            dry_run,
+            errors: ErrorCounts::default(),
+        }
+    }
+
+    /// Pins every thread of each task to its CPU list. The originals of threads not seen before
+    /// go to the state file first; if it cannot be written nothing is changed and the error is
+    /// returned. Returns the number of threads whose mask was set.
+    pub fn pin(&mut self, moves: &[(&BeTask, &[usize])]) -> Result<usize, String> {
+        if self.dry_run || moves.is_empty() {
+            return Ok(0);
+        }
+        let mut plan = Vec::new();
+        let mut buf = String::new();
+        for &(task, cpus) in moves {
+            for tid in self.procfs.tids(task.pid) {
+                let Ok(now) = get_affinity(tid) else { continue }; // gone
+                if now == cpus {
+                    continue;
+                }
+                if !self.state.tasks.contains_key(&tid) {
+                    let Some(st) = self.procfs.task_stat(task.pid, tid, &mut buf) else {
+                        continue;
+                    };
+                    let mask = self.state.original_for(task.pid, task.ppid, &now);
+                    self.state.tasks.insert(
+                        tid,
+                        SavedTask {
+                            pid: task.pid,
+                            starttime: st.starttime,
+                            mask,
+                        },
+                    );
+                }
+                plan.push((tid, cpus));
+            }
+            self.state.applied.insert(format_cpulist(cpus));
+        }
+        self.state.save(&self.state_path)?;
+        let mut set = 0;
+        for (tid, cpus) in plan {
+            match set_affinity(tid, cpus) {
+                Ok(()) => set += 1,
+                Err(e) => self
+                    .errors
+                    .count(&e, &format!("sched_setaffinity tid {tid}")),
+            }
+        }
+        Ok(set)
+    }
+
+    /// Writes kernel files, saving each one's original content first. Returns how many took.
+    pub fn write_files(&mut self, writes: &[FileWrite]) -> Result<usize, String> {
+        if self.dry_run || writes.is_empty() {
+            return Ok(0);
+        }
+        for w in writes {
+            let key = w.path.display().to_string();
+            if let std::collections::btree_map::Entry::Vacant(slot) = self.state.files.entry(key) {
+                match fs::read_to_string(&w.path) {
+                    Ok(orig) => {
+                        slot.insert(orig.trim_end().to_string());
+                    }
+                    Err(e) => self.errors.count(&e, &format!("read {}", w.path.display())),
+                }
+            }
+        }
+        self.state.save(&self.state_path)?;
+        let mut ok = 0;
+        for w in writes
+            .iter()
+            .filter(|w| self.state.files.contains_key(&w.path.display().to_string()))
+        {
+            match fs::write(&w.path, &w.content) {
+                Ok(()) => ok += 1,
+                Err(e) => self
+                    .errors
+                    .count(&e, &format!("write {}", w.path.display())),
+            }
+        }
+        Ok(ok)
+    }
+
+    /// Moves a task's memory to its new node (NUMA topologies only).
+    pub fn migrate_memory(&mut self, pid: i32, from: &[usize], to: &[usize]) {
+        if self.dry_run {
+            return;
+        }
+        if let Err(e) = migrate_pages(pid, from, to) {
+            self.errors.count(&e, &format!("migrate_pages pid {pid}"));
+        }
+    }
+
+    /// Restores everything recorded and removes the state file.
+    pub fn restore_all(&mut self) -> Result<crate::state::Restored, String> {
+        let r = self.state.restore(&self.procfs);
+        remove_state(&self.state_path)?;
+        self.state = State::new();
+        Ok(r)
+    }
+}
+
+pub fn remove_state(path: &Path) -> Result<(), String> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => {
+            Err(format!("state file {}: {e}", path.display()))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The directory of `cgroup` that has `file` of `controller`: the cgroup itself (cgroup2, or a
+/// v1 path in that controller's hierarchy), else the same path in the v1 `controller` hierarchy
+/// (here cpu, cpuacct and cpuset are mounted separately, so /sys/fs/cgroup/cpu/be has a twin
+/// /sys/fs/cgroup/cpuset/be when the operator made one).
+pub fn controller_dir(cgroup: &Path, controller: &str, file: &str) -> Option<PathBuf> {
+    if cgroup.join(file).exists() {
+        return Some(cgroup.to_path_buf());
+    }
+    let rest = cgroup.to_str()?.strip_prefix("/sys/fs/cgroup/")?;
+    let rel = rest.split_once('/').map_or("", |(_, rel)| rel);
+    let dir = Path::new("/sys/fs/cgroup").join(controller).join(rel);
+    dir.join(file).exists().then_some(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_masks() {
+        assert_eq!(cpumask_hex(&[0, 1, 2, 3]), "f");
+        assert_eq!(cpumask_hex(&[4]), "10");
+        assert_eq!(cpumask_hex(&[0, 33]), "2,00000001");
+    }
+
+    #[test]
+    fn own_affinity_round_trips_for_real() {
+        // A thread of our own, so the test process's other threads keep their masks.
+        std::thread::spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            let tid = unsafe { libc::gettid() };
+            let all = get_affinity(tid).unwrap();
+            set_affinity(tid, &all[..1]).unwrap();
+            assert_eq!(get_affinity(tid).unwrap(), all[..1]);
+            set_affinity(tid, &all).unwrap();
+            let e = set_affinity(tid, &[4000]).unwrap_err();
+            assert_eq!(ErrorCounts::kind(&e), "einval");
+            assert_eq!(
+                ErrorCounts::kind(&set_affinity(i32::MAX, &all).unwrap_err()),
+                "esrch"
+            );
+        })
+        .join()
+        .unwrap();
+    }
+}

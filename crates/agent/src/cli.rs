@@ -1,0 +1,319 @@
+//! The command line: `run`, `plan --once`, `restore`, `check-config`. Exit 2 on a bad command
+//! line or config (the message names the flag or key), 1 on a runtime failure.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::actuator::remove_state;
+use crate::config::{parse_policy, Config};
+use crate::daemon::Agent;
+use crate::state::State;
+
+const USAGE: &str = "usage:
+  colosched-agent run          --config FILE [--be-cgroup PATH]... [--policy P] [--interval S]
+                               [--dry-run] [--state-file F] [--decision-log F] [--metrics ADDR]
+  colosched-agent plan --once  --config FILE [--be-cgroup PATH]... [--policy P] [--json]
+  colosched-agent restore      (--config FILE | --state-file F)
+  colosched-agent check-config --config FILE [--be-cgroup PATH]...
+policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)";
+
+enum Failure {
+    Usage(String),
+    Runtime(String),
+}
+
+pub fn main(args: Vec<String>) -> i32 {
+    match dispatch(args) {
+        Ok(code) => code,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("colosched-agent: error: {msg}");
+            2
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("colosched-agent: error: {msg}");
+            1
+        }
+    }
+}
+
+fn log(msg: &str) {
+    eprintln!("colosched-agent: {msg}");
+}
+
+#[derive(Default)]
+struct Args {
+    config: Option<PathBuf>,
+    be_cgroups: Vec<PathBuf>,
+    policy: Option<String>,
+    interval: Option<String>,
+    state_file: Option<PathBuf>,
+    decision_log: Option<PathBuf>,
+    metrics: Option<String>,
+    dry_run: bool,
+    once: bool,
+    json: bool,
+}
+
+fn parse_args(args: &[String]) -> Result<Args, Failure> {
+    let mut a = Args::default();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| Failure::Usage(format!("{flag}: needs a value")))
+        };
+        match flag.as_str() {
+            "--config" => a.config = Some(value()?.into()),
+            "--be-cgroup" => a.be_cgroups.push(value()?.into()),
+            "--policy" => a.policy = Some(value()?),
+            "--interval" => a.interval = Some(value()?),
+            "--state-file" => a.state_file = Some(value()?.into()),
+            "--decision-log" => a.decision_log = Some(value()?.into()),
+            "--metrics" => a.metrics = Some(value()?),
+            "--dry-run" => a.dry_run = true,
+            "--once" => a.once = true,
+            "--json" => a.json = true,
+            "-h" | "--help" => return Err(Failure::Usage(USAGE.into())),
+            other => {
+                return Err(Failure::Usage(format!(
+                    "unknown argument {other:?}\n{USAGE}"
+                )))
+            }
+        }
+    }
+    Ok(a)
+}
+
+/// The config file with the command line's overrides applied, validated.
+fn load_config(a: &Args) -> Result<Config, Failure> {
+    let path = a
+        .config
+        .as_ref()
+        .ok_or_else(|| Failure::Usage(format!("--config FILE is required\n{USAGE}")))?;
+    let mut c = Config::load(path).map_err(Failure::Usage)?;
+    if !a.be_cgroups.is_empty() {
+        c.be_cgroups = a.be_cgroups.clone();
+    }
+    if let Some(p) = &a.policy {
+        c.policy = parse_policy(p).map_err(|e| Failure::Usage(format!("--policy: {e}")))?;
+    }
+    if let Some(i) = &a.interval {
+        c.interval_s = i
+            .parse()
+            .ok()
+            .filter(|x: &f64| (0.05..=3600.0).contains(x))
+            .ok_or_else(|| {
+                Failure::Usage(format!(
+                    "--interval: {i:?} is not a number of seconds from 0.05 to 3600"
+                ))
+            })?;
+    }
+    if let Some(s) = &a.state_file {
+        c.state_file = s.clone();
+    }
+    if let Some(d) = &a.decision_log {
+        c.decision_log = Some(d.clone());
+    }
+    if let Some(m) = &a.metrics {
+        m.parse::<std::net::SocketAddr>().map_err(|_| {
+            Failure::Usage(format!(
+                "--metrics: {m:?} is not an address like 127.0.0.1:9464"
+            ))
+        })?;
+        c.metrics_listen = Some(m.clone());
+    }
+    c.dry_run |= a.dry_run;
+    c.validate()
+        .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    Ok(c)
+}
+
+fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
+    let Some((cmd, rest)) = args.split_first() else {
+        return Err(Failure::Usage(USAGE.into()));
+    };
+    let a = parse_args(rest)?;
+    match cmd.as_str() {
+        "check-config" => {
+            let c = load_config(&a)?;
+            let agent = Agent::new(c).map_err(Failure::Usage)?;
+            println!(
+                "ok: {} node(s) from {} ({}), sensor {} ({}), threshold {}, policy {}",
+                agent.topo.nodes.len(),
+                agent.topo.source,
+                agent
+                    .topo
+                    .nodes
+                    .iter()
+                    .map(|n| crate::topology::format_cpulist(&n.cpus))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                agent.sensor_kind().name(),
+                agent.sensor_reason,
+                agent.threshold,
+                agent.cfg.policy
+            );
+            Ok(0)
+        }
+        "plan" => {
+            if !a.once {
+                return Err(Failure::Usage(
+                    "plan: only `plan --once` exists (it changes nothing)".into(),
+                ));
+            }
+            let mut c = load_config(&a)?;
+            c.decision_log = None;
+            let mut agent = Agent::new(c).map_err(Failure::Usage)?;
+            let cycle = agent.plan_once().map_err(Failure::Runtime)?;
+            let out = agent.plan_json(&cycle);
+            if a.json {
+                println!("{out}");
+            } else {
+                println!("{}", serde_json::to_string_pretty(&out).expect("json"));
+            }
+            Ok(0)
+        }
+        "restore" => {
+            let path = match (&a.state_file, &a.config) {
+                (Some(p), _) => p.clone(),
+                (None, Some(_)) => load_config(&a)?.state_file,
+                (None, None) => {
+                    return Err(Failure::Usage(
+                        "restore: give --state-file F or --config FILE".into(),
+                    ))
+                }
+            };
+            if !path.exists() {
+                println!("nothing to restore: {} does not exist", path.display());
+                return Ok(0);
+            }
+            let state = State::load(&path).map_err(Failure::Runtime)?;
+            let r = state.restore(&crate::procfs::Procfs::new("/proc"));
+            remove_state(&path).map_err(Failure::Runtime)?;
+            println!(
+                "restored {} thread(s), {} inherited, {} file(s); {} gone; {} error(s)",
+                r.tasks,
+                r.inherited,
+                r.files,
+                r.gone,
+                r.errors.total()
+            );
+            for msg in r.errors.last.values() {
+                log(msg);
+            }
+            Ok(0)
+        }
+        "run" => run(load_config(&a)?).map_err(Failure::Runtime),
+        other => Err(Failure::Usage(format!(
+            "unknown command {other:?}\n{USAGE}"
+        ))),
+    }
+}
+
+/// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and threads it spawns after), so the loop
+/// can wait for them with `sigtimedwait` instead of sleeping: a signal ends the wait at once.
+struct Signals {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl Signals {
+    fn block() -> Signals {
+        // SAFETY: plain sigset manipulation on values we own.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            Signals { set, old }
+        }
+    }
+
+    /// Waits up to `d`; returns the signal number if one arrived.
+    fn wait(&self, d: Duration) -> Option<i32> {
+        let ts = libc::timespec {
+            tv_sec: d.as_secs() as libc::time_t,
+            tv_nsec: d.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: the set and timespec live for the call; a null siginfo is allowed.
+        let s = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
+        (s > 0).then_some(s)
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved in `block`.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+fn run(cfg: Config) -> Result<i32, String> {
+    let signals = Signals::block();
+    let mut agent = Agent::new(cfg)?;
+    let c = &agent.cfg;
+    log(&format!(
+        "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s; actuator {:?}{}",
+        agent.topo.nodes.len(),
+        agent.topo.source,
+        agent.sensor_kind().name(),
+        agent.sensor_reason,
+        if agent.sensor_kind() == crate::config::SensorKind::Busy { format!("; BE time from {}", agent.be_time_source()) } else { String::new() },
+        agent.threshold,
+        c.hysteresis,
+        c.policy,
+        c.interval_s,
+        c.mode,
+        if c.dry_run { "; DRY RUN: nothing will be changed" } else { "" }
+    ));
+    if let Some(msg) = agent.take_over_state()? {
+        log(&msg);
+    }
+    if let Some(addr) = &agent.cfg.metrics_listen {
+        let bound = crate::metrics::serve(addr.parse().expect("validated"), agent.metrics.clone())?;
+        log(&format!("metrics at http://{bound}/metrics"));
+    }
+    if agent.cfg.all_os_activities {
+        let n = agent.pin_all_to_first_node()?;
+        log(&format!(
+            "all-OS mode: {n} thread(s) and file(s) pinned to node {} at start",
+            agent.topo.nodes[0].id
+        ));
+    }
+    let interval = Duration::from_secs_f64(agent.cfg.interval_s);
+    let mut next = std::time::Instant::now();
+    let result = loop {
+        match agent.step(true) {
+            Ok(c) if !c.decision.moves.is_empty() => log(&format!(
+                "cycle: loads [{}] → moved {} task(s) to node(s) {:?}{}",
+                c.readings
+                    .iter()
+                    .map(|r| format!("{:.2}", r.load))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                c.decision.moves.len(),
+                c.decision.targets,
+                if agent.cfg.dry_run { " (dry run)" } else { "" }
+            )),
+            Ok(_) => {}
+            Err(e) if e.starts_with("state file") => break Err(e), // cannot record: stop changing things
+            Err(e) => log(&format!("cycle failed: {e}")),
+        }
+        next += interval;
+        let wait = next.saturating_duration_since(std::time::Instant::now());
+        if let Some(sig) = signals.wait(wait) {
+            log(&format!("signal {sig}: restoring and exiting"));
+            break Ok(0);
+        }
+    };
+    let r = agent.actuator.restore_all()?;
+    log(&format!(
+        "restored {} thread(s), {} inherited, {} file(s); {} gone",
+        r.tasks, r.inherited, r.files, r.gone
+    ));
+    result
+}

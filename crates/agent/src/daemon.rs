@@ -1,0 +1,552 @@
+//! The daemon loop: wires topology, selector, sensor, policy and actuator together. It reads
+//! nothing and writes nothing itself; it decides when, and keeps the books (cool-downs, the
+//! decision log, metrics).
+
+use std::collections::HashMap;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use colosched_core::Rng;
+use serde_json::json;
+
+use crate::actuator::{controller_dir, get_affinity, Actuator, FileWrite};
+use crate::config::{ActuatorMode, Config, SensorKind};
+use crate::decide::{decide, Decision, Guards, TaskView};
+use crate::metrics::Metrics;
+use crate::procfs::{clock_ticks, Procfs};
+use crate::select::{BeTask, Selector};
+use crate::sensor::{NodeReading, Sensor};
+use crate::state::State;
+use crate::topology::{format_cpulist, Topology};
+
+/// What one cycle saw and did.
+#[derive(Debug, Default)]
+pub struct Cycle {
+    pub readings: Vec<NodeReading>,
+    pub decision: Decision,
+    pub tasks: usize,
+    /// Threads whose affinity was set (or cpusets/files written).
+    pub changed: usize,
+    pub cpu_ms: f64,
+    pub wall_ms: f64,
+}
+
+pub struct Agent {
+    pub cfg: Config,
+    pub topo: Topology,
+    pub procfs: Procfs,
+    pub sensor_reason: String,
+    pub threshold: f64,
+    selector: Selector,
+    sensor: Sensor,
+    pub actuator: Actuator,
+    guards: Guards,
+    hz: f64,
+    rng: Rng,
+    cycle: u64,
+    last_sample: Option<Instant>,
+    streak: Vec<u32>,
+    /// CPU ticks of each BE process at the previous cycle, keyed by (pid, starttime).
+    prev_ticks: HashMap<(i32, u64), (u64, u64)>,
+    prev_scan: Option<Instant>,
+    /// When each process (pid, starttime) was last moved: the cool-down clock.
+    moved_at: HashMap<(i32, u64), Instant>,
+    /// Processes the agent pinned: node and thread count, so new threads are made to follow.
+    placed: HashMap<(i32, u64), (usize, u64)>,
+    cpusets: Vec<PathBuf>,
+    pub metrics: Arc<Mutex<Metrics>>,
+    log: Option<Box<dyn Write + Send>>,
+}
+
+fn now_unix() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// CPU time of the calling thread (scheduler-exact, unlike getrusage's tick sampling).
+fn thread_cpu_ms() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
+}
+
+impl Agent {
+    /// Builds the agent from a validated config. Nothing is changed on the system yet.
+    pub fn new(cfg: Config) -> Result<Agent, String> {
+        let procfs = Procfs::new(&cfg.procfs_root);
+        let topo = match &cfg.pseudo_nodes {
+            Some(lists) => Topology::pseudo(lists).map_err(|e| format!("topology.pseudo_nodes: {e}"))?,
+            None => Topology::from_sysfs(&cfg.sysfs_root).map_err(|e| {
+                format!("topology: {e} (a single-node host needs topology.pseudo_nodes, e.g. [\"0\", \"1\"])")
+            })?,
+        };
+        let (kind, sensor_reason) = cfg.sensor.resolve(&procfs);
+        let threshold = cfg.threshold.unwrap_or(kind.default_threshold());
+        let comm = cfg
+            .be_comm
+            .as_deref()
+            .map(|re| regex_lite::Regex::new(re).expect("validated"));
+        let selector = Selector {
+            cgroups: cfg.be_cgroups.clone(),
+            comm,
+            pid_files: cfg.be_pid_files.clone(),
+            all: cfg.all_os_activities,
+        };
+        let cpusets = if cfg.mode == ActuatorMode::Cpuset {
+            cfg.be_cgroups
+                .iter()
+                .map(|cg| {
+                    controller_dir(cg, "cpuset", "cpuset.cpus").ok_or_else(|| {
+                        format!(
+                            "actuator.mode: {} has no cpuset.cpus (and no v1 cpuset twin)",
+                            cg.display()
+                        )
+                    })
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            Vec::new()
+        };
+        let hz = clock_ticks();
+        // The busy sensor reads BE time from cpuacct when every BE selector is a cgroup that has
+        // one (one file per cycle instead of one per thread).
+        let only_cgroups =
+            cfg.be_comm.is_none() && cfg.be_pid_files.is_empty() && !cfg.all_os_activities;
+        let acct: Vec<Option<PathBuf>> = cfg
+            .be_cgroups
+            .iter()
+            .map(|cg| controller_dir(cg, "cpuacct", "cpuacct.usage_percpu"))
+            .collect();
+        let cpuacct = if only_cgroups && acct.iter().all(Option::is_some) {
+            acct.into_iter().flatten().collect()
+        } else {
+            Vec::new()
+        };
+        let mut metrics = Metrics::default();
+        metrics.sensor = kind.name().into();
+        let log: Option<Box<dyn Write + Send>> = match &cfg.decision_log {
+            None => None,
+            Some(p) if p.as_os_str() == "-" => Some(Box::new(std::io::stdout())),
+            Some(p) => Some(Box::new(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .map_err(|e| format!("decision_log {}: {e}", p.display()))?,
+            )),
+        };
+        Ok(Agent {
+            selector,
+            sensor: Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct),
+            actuator: Actuator::new(procfs.clone(), cfg.state_file.clone(), cfg.dry_run),
+            guards: Guards::new(
+                cfg.warning_threshold,
+                cfg.max_moves_per_cycle,
+                cfg.min_improvement,
+            ),
+            hz,
+            rng: Rng::new(0x5eed),
+            cycle: 0,
+            last_sample: None,
+            streak: vec![0; topo.nodes.len()],
+            prev_ticks: HashMap::new(),
+            prev_scan: None,
+            moved_at: HashMap::new(),
+            placed: HashMap::new(),
+            cpusets,
+            metrics: Arc::new(Mutex::new(metrics)),
+            log,
+            threshold,
+            sensor_reason,
+            procfs,
+            topo,
+            cfg,
+        })
+    }
+
+    pub fn sensor_kind(&self) -> SensorKind {
+        self.sensor.kind
+    }
+
+    pub fn be_time_source(&self) -> &'static str {
+        self.sensor.be_time_source()
+    }
+
+    /// A state file left by an agent that died is restored before this one starts; one owned by
+    /// a live agent is an error (two agents would fight over the same tasks).
+    pub fn take_over_state(&mut self) -> Result<Option<String>, String> {
+        let path = &self.cfg.state_file;
+        if !path.exists() {
+            return Ok(None);
+        }
+        let old = State::load(path)?;
+        let owner = self.procfs.comm(old.agent_pid as i32).unwrap_or_default();
+        if old.agent_pid != std::process::id() && owner.starts_with("colosched") {
+            return Err(format!(
+                "state file {}: owned by a running agent (pid {})",
+                path.display(),
+                old.agent_pid
+            ));
+        }
+        let r = old.restore(&self.procfs);
+        crate::actuator::remove_state(path)?;
+        Ok(Some(format!("restored what a previous agent (pid {}) left: {} task(s), {} inherited, {} file(s), {} gone", old.agent_pid, r.tasks, r.inherited, r.files, r.gone)))
+    }
+
+    /// The thesis's all-OS mode starts with everything on node 0, so boot traffic stays local.
+    pub fn pin_all_to_first_node(&mut self) -> Result<usize, String> {
+        let sel = self.selector.select(&self.procfs);
+        let cpus = self.topo.nodes[0].cpus.clone();
+        let moves: Vec<(&BeTask, &[usize])> = sel.tasks.iter().map(|t| (t, &cpus[..])).collect();
+        let n = self.actuator.pin(&moves)?;
+        let writes = os_writes(&self.cfg, &cpus);
+        Ok(n + self.actuator.write_files(&writes)?)
+    }
+
+    fn key(t: &BeTask) -> (i32, u64) {
+        (t.pid, t.starttime)
+    }
+
+    /// One cycle: sample, decide, act, log.
+    pub fn step(&mut self, act: bool) -> Result<Cycle, String> {
+        let (cpu0, wall0) = (thread_cpu_ms(), Instant::now());
+        self.cycle += 1;
+        // The cheap part, every cycle: which pids are BE, and the sensor's counters.
+        let (pids, selector_errors) = self.selector.candidates(&self.procfs);
+        let mut errors = selector_errors.len() as u64;
+        for e in selector_errors {
+            self.actuator.errors.add("selector", e);
+        }
+        let dt = self.last_sample.map_or(self.cfg.interval_s, |t| {
+            wall0.duration_since(t).as_secs_f64()
+        });
+        self.last_sample = Some(wall0);
+        let Some(readings) = self.sensor.sample(&self.procfs, &self.topo, &pids, dt)? else {
+            let cpu_ms = thread_cpu_ms() - cpu0;
+            return Ok(Cycle {
+                tasks: pids.len(),
+                cpu_ms,
+                ..Cycle::default()
+            });
+        };
+        for (s, r) in self.streak.iter_mut().zip(&readings) {
+            *s = if r.raw >= self.threshold { *s + 1 } else { 0 };
+        }
+        let over: Vec<bool> = self
+            .streak
+            .iter()
+            .map(|&s| s >= self.cfg.hysteresis)
+            .collect();
+        let loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
+        let mut cycle = Cycle {
+            tasks: pids.len(),
+            ..Cycle::default()
+        };
+        // Per-process files are read only when a pressured node is one BE tasks may run on:
+        // the steady state (LC node busy, BE pinned elsewhere) costs one affinity syscall a pid.
+        let masks: HashMap<i32, Vec<usize>> = if over.contains(&true) {
+            pids.iter()
+                .filter_map(|&p| Some((p, get_affinity(p).ok()?)))
+                .collect()
+        } else {
+            HashMap::new()
+        };
+        let reachable = masks
+            .values()
+            .flatten()
+            .filter_map(|&c| self.topo.node_of_cpu(c))
+            .any(|n| over[n]);
+        if reachable {
+            let sel = self.selector.details(&self.procfs, &pids);
+            let views = self.views(&sel.tasks, &masks, wall0);
+            cycle.decision = decide(
+                self.cfg.policy,
+                &loads,
+                &over,
+                &views,
+                &self.guards,
+                &mut self.rng,
+                self.cycle,
+            );
+            self.remember_ticks(&sel.tasks, wall0);
+            if act {
+                let before = self.actuator.errors.total();
+                cycle.changed = self.apply(&cycle.decision, &sel.tasks)?
+                    + self.follow_new_threads(&sel.tasks)?;
+                errors += self.actuator.errors.total() - before;
+            }
+        } else {
+            let hot = over.contains(&true);
+            cycle.decision.note = if hot {
+                "no BE task can run on a pressured node"
+            } else {
+                "no node over threshold"
+            }
+            .into();
+        }
+        cycle.readings = readings;
+        cycle.cpu_ms = thread_cpu_ms() - cpu0;
+        cycle.wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
+        self.record(&cycle, errors);
+        Ok(cycle)
+    }
+
+    /// The decision's view of each BE process. CPU use is measured since the previous detailed
+    /// look at it, or over its lifetime if there was none (so the first decision is informed).
+    fn views<'a>(
+        &self,
+        tasks: &'a [BeTask],
+        masks: &HashMap<i32, Vec<usize>>,
+        now: Instant,
+    ) -> Vec<TaskView<'a>> {
+        let uptime = fs::read_to_string(self.procfs.root.join("uptime"))
+            .ok()
+            .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
+            .unwrap_or(f64::INFINITY);
+        let node_cpus = self.topo.all_cpus.len() as f64 / self.topo.nodes.len() as f64;
+        let cooldown = Duration::from_secs_f64(self.cfg.cooldown_s);
+        tasks
+            .iter()
+            .filter_map(|t| {
+                let mask = masks.get(&t.pid)?;
+                let pinned_node = self.topo.node_containing(mask);
+                let node = pinned_node.or_else(|| self.topo.node_of_cpu(t.processor))?;
+                let reach = mask
+                    .iter()
+                    .filter_map(|&c| self.topo.node_of_cpu(c))
+                    .fold(0u64, |r, n| r | 1 << n.min(63));
+                let age = (uptime - t.starttime as f64 / self.hz).max(1e-3);
+                let (ticks, faults, secs) =
+                    match (self.prev_ticks.get(&Self::key(t)), self.prev_scan) {
+                        (Some(&(c, f)), Some(at)) => (
+                            t.cpu_ticks.saturating_sub(c),
+                            t.faults.saturating_sub(f),
+                            now.duration_since(at).as_secs_f64(),
+                        ),
+                        _ => (t.cpu_ticks, t.faults, age),
+                    };
+                let cpu_s = ticks as f64 / self.hz;
+                let cooling = self
+                    .moved_at
+                    .get(&Self::key(t))
+                    .is_some_and(|&at| now.duration_since(at) < cooldown);
+                Some(TaskView {
+                    task: t,
+                    node,
+                    reach,
+                    pinned: pinned_node.is_some(),
+                    usage: cpu_s / secs.max(1e-3) / node_cpus,
+                    mai: faults as f64 / cpu_s.max(0.01),
+                    movable: !cooling && age >= self.cfg.min_task_age_s,
+                })
+            })
+            .collect()
+    }
+
+    fn remember_ticks(&mut self, tasks: &[BeTask], now: Instant) {
+        self.prev_scan = Some(now);
+        self.prev_ticks = tasks
+            .iter()
+            .map(|t| (Self::key(t), (t.cpu_ticks, t.faults)))
+            .collect();
+    }
+
+    fn apply(&mut self, d: &Decision, tasks: &[BeTask]) -> Result<usize, String> {
+        if d.moves.is_empty() {
+            return Ok(0);
+        }
+        let by_pid: HashMap<i32, &BeTask> = tasks.iter().map(|t| (t.pid, t)).collect();
+        let now = Instant::now();
+        let mut changed = 0;
+        if self.cpusets.is_empty() {
+            let moves: Vec<(&BeTask, &[usize])> = d
+                .moves
+                .iter()
+                .filter_map(|m| Some((*by_pid.get(&m.pid)?, &self.topo.nodes[m.to].cpus[..])))
+                .collect();
+            changed += self.actuator.pin(&moves)?;
+        } else {
+            // cpuset mode: the BE cgroups get the CPUs of every node that holds BE after the plan.
+            let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
+            nodes.sort_unstable();
+            nodes.dedup();
+            let cpus: Vec<usize> = nodes
+                .iter()
+                .flat_map(|&n| self.topo.nodes[n].cpus.iter().copied())
+                .collect();
+            let mut writes: Vec<FileWrite> = self
+                .cpusets
+                .iter()
+                .map(|d| FileWrite {
+                    path: d.join("cpuset.cpus"),
+                    content: format_cpulist(&cpus),
+                })
+                .collect();
+            if self.topo.source == "numa" {
+                let mems: Vec<usize> = nodes.iter().map(|&n| self.topo.nodes[n].id).collect();
+                writes.extend(self.cpusets.iter().map(|d| FileWrite {
+                    path: d.join("cpuset.mems"),
+                    content: format_cpulist(&mems),
+                }));
+            }
+            changed += self.actuator.write_files(&writes)?;
+        }
+        if self.cfg.all_os_activities {
+            if let Some(&target) = d.targets.first() {
+                let writes = os_writes(&self.cfg, &self.topo.nodes[target].cpus);
+                changed += self.actuator.write_files(&writes)?;
+            }
+        }
+        for m in &d.moves {
+            let Some(t) = by_pid.get(&m.pid) else {
+                continue;
+            };
+            self.moved_at.insert(Self::key(t), now);
+            self.placed.insert(Self::key(t), (m.to, t.num_threads));
+            if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
+                let others: Vec<usize> = self
+                    .topo
+                    .nodes
+                    .iter()
+                    .filter(|n| n.id != self.topo.nodes[m.to].id)
+                    .map(|n| n.id)
+                    .collect();
+                self.actuator
+                    .migrate_memory(m.pid, &others, &[self.topo.nodes[m.to].id]);
+            }
+        }
+        Ok(changed)
+    }
+
+    /// A process the agent pinned that has more threads now: pin the new ones too (threads
+    /// created after the move inherit the mask; this catches those created during it).
+    fn follow_new_threads(&mut self, tasks: &[BeTask]) -> Result<usize, String> {
+        let alive: HashMap<(i32, u64), &BeTask> = tasks.iter().map(|t| (Self::key(t), t)).collect();
+        self.placed.retain(|k, _| alive.contains_key(k));
+        self.moved_at.retain(|k, _| alive.contains_key(k));
+        if !self.cpusets.is_empty() {
+            return Ok(0);
+        }
+        let mut grown = Vec::new();
+        for (k, (node, threads)) in self.placed.iter_mut() {
+            let t = alive[k];
+            if t.num_threads != *threads {
+                *threads = t.num_threads;
+                grown.push((t, *node));
+            }
+        }
+        let moves: Vec<(&BeTask, &[usize])> = grown
+            .iter()
+            .map(|&(t, n)| (t, &self.topo.nodes[n].cpus[..]))
+            .collect();
+        self.actuator.pin(&moves)
+    }
+
+    fn record(&mut self, c: &Cycle, errors: u64) {
+        if let Ok(mut m) = self.metrics.lock() {
+            m.cycles += 1;
+            m.node_load = c.readings.iter().map(|r| r.load).collect();
+            m.node_steal = c.readings.iter().map(|r| r.steal).collect();
+            m.be_tasks = c.tasks;
+            m.observe_cycle(c.wall_ms / 1e3);
+            if !self.actuator.dry_run {
+                for mv in &c.decision.moves {
+                    *m.moves.entry(mv.reason.clone()).or_default() += 1;
+                }
+            }
+            for (k, v) in &self.actuator.errors.by_kind {
+                m.errors.insert(k.to_string(), *v);
+            }
+        }
+        let Some(log) = self.log.as_mut() else { return };
+        let line = json!({
+            "time": now_unix(),
+            "cycle": self.cycle,
+            "loads": c.readings.iter().map(|r| r.load).collect::<Vec<_>>(),
+            "raw": c.readings.iter().map(|r| r.raw).collect::<Vec<_>>(),
+            "triggered": c.decision.triggered,
+            "targets": c.decision.targets,
+            "moved": c.decision.moves.iter().map(|m| json!({"pid": m.pid, "comm": m.comm, "from_node": m.from, "to_node": m.to, "reason": m.reason})).collect::<Vec<_>>(),
+            "reason": if c.decision.moves.is_empty() { c.decision.note.clone() } else { self.cfg.policy.to_string() },
+            "dry_run": self.actuator.dry_run,
+            "be_tasks": c.tasks,
+            "threads_changed": c.changed,
+            "cycle_cpu_ms": c.cpu_ms,
+            "cycle_wall_ms": c.wall_ms,
+            "errors": errors,
+        });
+        let _ = writeln!(log, "{line}");
+        let _ = log.flush();
+    }
+
+    /// Samples once, waits one interval, and returns the decision it would take (changing nothing).
+    pub fn plan_once(&mut self) -> Result<Cycle, String> {
+        self.step(false)?;
+        std::thread::sleep(Duration::from_secs_f64(self.cfg.interval_s));
+        self.cfg.hysteresis = 1; // one look is all `plan --once` has
+        self.step(false)
+    }
+
+    /// `plan --once --json`: the decision as one JSON object.
+    pub fn plan_json(&self, c: &Cycle) -> serde_json::Value {
+        json!({
+            "sensor": self.sensor.kind.name(),
+            "sensor_reason": self.sensor_reason,
+            "threshold": self.threshold,
+            "policy": self.cfg.policy.to_string(),
+            "triggered": c.decision.triggered,
+            "note": c.decision.note,
+            "targets": c.decision.targets,
+            "be_tasks": c.tasks,
+            "nodes": self.topo.nodes.iter().zip(&c.readings).map(|(n, r)| json!({
+                "id": n.id, "cpus": format_cpulist(&n.cpus), "load": r.load, "raw": r.raw, "steal": r.steal,
+            })).collect::<Vec<_>>(),
+            "moves": c.decision.moves.iter().map(|m| json!({
+                "pid": m.pid, "comm": m.comm, "from_node": self.topo.nodes[m.from].id, "to_node": self.topo.nodes[m.to].id, "reason": m.reason,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+/// The all-OS mode's kernel files: every IRQ's smp_affinity_list and every unbound workqueue's
+/// cpumask, pointed at `cpus`.
+pub fn os_writes(cfg: &Config, cpus: &[usize]) -> Vec<FileWrite> {
+    if !cfg.all_os_activities {
+        return Vec::new();
+    }
+    let list = format_cpulist(cpus);
+    let mut out = Vec::new();
+    let dirs = |p: &Path| {
+        fs::read_dir(p)
+            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    for irq in dirs(&cfg.procfs_root.join("irq")) {
+        let path = irq.join("smp_affinity_list");
+        if path.exists() && fs::read_to_string(&path).is_ok_and(|c| c.trim() != list) {
+            out.push(FileWrite {
+                path,
+                content: list.clone(),
+            });
+        }
+    }
+    let hex = crate::actuator::cpumask_hex(cpus);
+    for wq in dirs(&cfg.sysfs_root.join("devices/virtual/workqueue")) {
+        let path = wq.join("cpumask");
+        if path.exists() {
+            out.push(FileWrite {
+                path,
+                content: hex.clone(),
+            });
+        }
+    }
+    out
+}

@@ -1,0 +1,18 @@
+//! colosched-agent: the Linux node agent. It senses per-node pressure from latency-critical (LC)
+//! work and moves best-effort (BE) tasks between NUMA nodes (or pseudo-nodes) with the very
+//! `colosched-core` policies the cluster simulator replays.
+//!
+//! Rooms: `topology`, `procfs`, `select` and `sensor` only read; `actuator` (and `state`'s
+//! restore) only write; `decide` is pure; `daemon` wires them; `cli` is the command line.
+
+pub mod actuator;
+pub mod cli;
+pub mod config;
+pub mod daemon;
+pub mod decide;
+pub mod metrics;
+pub mod procfs;
+pub mod select;
+pub mod sensor;
+pub mod state;
+pub mod topology;

@@ -1,0 +1,386 @@
+//! Sensors: per-node pressure from LC work, read-only. Each cycle's reading compares the
+//! cumulative counters now with those of the previous cycle.
+//!
+//! - `steal`: steal ticks summed over the node's CPUs (thesis Algorithm 3-1).
+//! - `busy`: the node's busy ticks minus the BE threads' ticks, each thread attributed to the
+//!   node of the CPU it last ran on: the CPU time of everything that is not BE.
+//! - `psi`: `some avg10` of each node's LC cgroup2 `cpu.pressure`.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use crate::config::SensorKind;
+use crate::procfs::{CpuTicks, Procfs};
+use crate::topology::Topology;
+
+/// `now - before` for a cumulative counter. A counter that went backwards wrapped at 32 bits
+/// (32-bit kernels export `unsigned long`) if `before` fits in 32 bits; otherwise it was reset
+/// (CPU hot-plug), and the interval counts as 0.
+pub fn delta(now: u64, before: u64) -> u64 {
+    if now >= before {
+        now - before
+    } else if before <= u32::MAX as u64 {
+        (u32::MAX as u64 - before) + now + 1
+    } else {
+        0
+    }
+}
+
+/// One node's pressure in one interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeReading {
+    /// In the sensor's own unit: steal ticks, fraction of the node's CPUs, or PSI avg10 %.
+    pub raw: f64,
+    /// Normalised to the node's capacity (1.0 = all its CPUs); what the policy sees.
+    pub load: f64,
+    /// Steal ticks over the interval (reported whatever the sensor).
+    pub steal: f64,
+}
+
+impl SensorKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SensorKind::Auto => "auto",
+            SensorKind::Steal => "steal",
+            SensorKind::Busy => "busy",
+            SensorKind::Psi => "psi",
+        }
+    }
+
+    /// The threshold in the sensor's unit when the config gives none.
+    pub fn default_threshold(self) -> f64 {
+        match self {
+            SensorKind::Steal => 50.0,
+            SensorKind::Psi => 10.0,
+            _ => 0.5,
+        }
+    }
+
+    /// `auto` resolved: steal inside a VM (the host's load shows as steal), busy otherwise.
+    pub fn resolve(self, procfs: &Procfs) -> (SensorKind, String) {
+        match self {
+            SensorKind::Auto if procfs.in_vm() => (
+                SensorKind::Steal,
+                "auto: the CPU flags say hypervisor, so steal time measures the host's load".into(),
+            ),
+            SensorKind::Auto => (
+                SensorKind::Busy,
+                "auto: not a VM (no hypervisor CPU flag), so LC CPU time is the signal".into(),
+            ),
+            k => (k, "set in the config".into()),
+        }
+    }
+}
+
+/// Remembers the previous cycle's counters and turns the next ones into per-node readings.
+pub struct Sensor {
+    pub kind: SensorKind,
+    hz: f64,
+    prev_stat: Option<Vec<(usize, CpuTicks)>>,
+    prev_threads: HashMap<i32, u64>,
+    psi_cgroups: Vec<PathBuf>,
+    /// Busy sensor: the BE cgroups' cpuacct directories, if every BE selector is such a cgroup.
+    cpuacct: Vec<PathBuf>,
+    prev_cpuacct: Vec<u64>,
+}
+
+impl Sensor {
+    pub fn new(
+        kind: SensorKind,
+        hz: f64,
+        psi_cgroups: Vec<PathBuf>,
+        cpuacct: Vec<PathBuf>,
+    ) -> Sensor {
+        Sensor {
+            kind,
+            hz,
+            prev_stat: None,
+            prev_threads: HashMap::new(),
+            psi_cgroups,
+            cpuacct,
+            prev_cpuacct: Vec::new(),
+        }
+    }
+
+    /// How the busy sensor learns the BE time, for the start-up log.
+    pub fn be_time_source(&self) -> &'static str {
+        if self.cpuacct.is_empty() {
+            "per-thread /proc/<pid>/task/<tid>/stat"
+        } else {
+            "cpuacct.usage_percpu of the BE cgroups"
+        }
+    }
+
+    /// Per-node CPU seconds of the BE threads since the previous call, each thread attributed by the
+    /// CPU it last ran on. A thread first seen now counts from 0 if its process was seen before
+    /// (it was born in this interval); a newly selected process counts nothing in its first
+    /// interval (its past is not this interval's).
+    fn be_seconds_from_threads(
+        &mut self,
+        procfs: &Procfs,
+        topo: &Topology,
+        pids: &[i32],
+    ) -> Vec<f64> {
+        let mut per_node = vec![0.0; topo.nodes.len()];
+        let mut now = HashMap::with_capacity(self.prev_threads.len());
+        let mut buf = String::new();
+        for &pid in pids {
+            for tid in procfs.tids(pid) {
+                let Some(st) = procfs.task_stat(pid, tid, &mut buf) else {
+                    continue;
+                };
+                let before = match self.prev_threads.get(&tid) {
+                    Some(&b) => b,
+                    None if self.prev_threads.contains_key(&pid) => 0,
+                    None => st.cpu_ticks,
+                };
+                if let Some(n) = topo.node_of_cpu(st.processor) {
+                    per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
+                }
+                now.insert(tid, st.cpu_ticks);
+            }
+        }
+        self.prev_threads = now;
+        per_node
+    }
+
+    /// Per-node CPU seconds of the BE cgroups from cpuacct.usage_percpu (one read per cgroup instead of
+    /// one per thread), since the previous call.
+    fn be_seconds_from_cpuacct(&mut self, topo: &Topology) -> Result<Vec<f64>, String> {
+        let mut per_cpu: Vec<u64> = Vec::new();
+        for dir in &self.cpuacct {
+            let path = dir.join("cpuacct.usage_percpu");
+            let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            for (cpu, v) in text.split_whitespace().enumerate() {
+                let ns: u64 = v
+                    .parse()
+                    .map_err(|_| format!("{}: bad number {v:?}", path.display()))?;
+                if per_cpu.len() <= cpu {
+                    per_cpu.resize(cpu + 1, 0);
+                }
+                per_cpu[cpu] += ns;
+            }
+        }
+        let mut per_node = vec![0.0; topo.nodes.len()];
+        for (cpu, &ns) in per_cpu.iter().enumerate() {
+            let before = self.prev_cpuacct.get(cpu).copied().unwrap_or(ns);
+            if let Some(n) = topo.node_of_cpu(cpu) {
+                per_node[n] += delta(ns, before) as f64 / 1e9;
+            }
+        }
+        self.prev_cpuacct = per_cpu;
+        Ok(per_node)
+    }
+
+    /// Reads the counters and returns per-node readings over the `dt_s` seconds since the previous
+    /// call, or `None` on the first call (nothing to compare with yet).
+    pub fn sample(
+        &mut self,
+        procfs: &Procfs,
+        topo: &Topology,
+        be_pids: &[i32],
+        dt_s: f64,
+    ) -> Result<Option<Vec<NodeReading>>, String> {
+        let stat = procfs.stat()?;
+        let be = match self.kind {
+            SensorKind::Busy if self.cpuacct.is_empty() => {
+                Some(self.be_seconds_from_threads(procfs, topo, be_pids))
+            }
+            SensorKind::Busy => Some(self.be_seconds_from_cpuacct(topo)?),
+            _ => None,
+        };
+        let Some(prev) = self.prev_stat.replace(stat.clone()) else {
+            return Ok(None);
+        };
+        let before: HashMap<usize, CpuTicks> = prev.into_iter().collect();
+        let mut out = Vec::with_capacity(topo.nodes.len());
+        for (n, node) in topo.nodes.iter().enumerate() {
+            let (mut steal, mut busy, mut total) = (0u64, 0u64, 0u64);
+            for (cpu, now) in stat
+                .iter()
+                .filter(|(c, _)| node.cpus.binary_search(c).is_ok())
+            {
+                let b = before.get(cpu).copied().unwrap_or(*now);
+                steal += delta(now.steal, b.steal);
+                busy += delta(now.busy(), b.busy());
+                total += delta(now.total(), b.total());
+            }
+            // Fractions of the ticks the node accounted, not of wall time: a guest can lose timer
+            // ticks (under qemu TCG about half), while task CPU times stay exact. BE time is exact,
+            // so it is a fraction of wall time.
+            let wall = dt_s.max(1e-3) * node.cpus.len() as f64;
+            let ticks = if total > 0 {
+                total as f64
+            } else {
+                self.hz * wall
+            };
+            let (raw, load) = match self.kind {
+                SensorKind::Steal => (steal as f64, steal as f64 / ticks),
+                SensorKind::Busy => {
+                    let be_s = be.as_ref().map_or(0.0, |b| b[n]);
+                    let lc = (busy as f64 / ticks - be_s / wall).max(0.0);
+                    (lc, lc)
+                }
+                SensorKind::Psi => {
+                    let p = self
+                        .psi_cgroups
+                        .get(n)
+                        .map(|cg| read_psi_avg10(cg))
+                        .transpose()?
+                        .unwrap_or(0.0);
+                    (p, p / 100.0)
+                }
+                SensorKind::Auto => unreachable!("auto is resolved before sampling"),
+            };
+            out.push(NodeReading {
+                raw,
+                load,
+                steal: steal as f64,
+            });
+        }
+        Ok(Some(out))
+    }
+}
+
+/// `some avg10=` of `<cgroup>/cpu.pressure` (percent of time some task was stalled on CPU).
+pub fn read_psi_avg10(cgroup: &Path) -> Result<f64, String> {
+    let path = cgroup.join("cpu.pressure");
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    text.lines()
+        .find(|l| l.starts_with("some "))
+        .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("avg10=")))
+        .and_then(|v| v.parse().ok())
+        .ok_or_else(|| format!("{}: no 'some avg10=' field", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::Selector;
+
+    /// Per CPU (user ticks, steal ticks); idle fills up to `total` ticks per CPU.
+    fn write_stat_total(root: &Path, total: u64, cpus: &[(u64, u64)]) {
+        let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
+        for (i, (user, steal)) in cpus.iter().enumerate() {
+            let idle = total - user - steal;
+            s.push_str(&format!("cpu{i} {user} 0 0 {idle} 0 0 0 {steal} 0 0\n"));
+        }
+        fs::create_dir_all(root).unwrap();
+        fs::write(root.join("stat"), s).unwrap();
+    }
+
+    #[test]
+    fn delta_handles_wrap_and_reset() {
+        assert_eq!(delta(10, 4), 6);
+        assert_eq!(delta(5, u32::MAX as u64 - 4), 10, "32-bit wrap");
+        assert_eq!(delta(5, 1 << 40), 0, "reset counts as nothing");
+    }
+
+    #[test]
+    fn steal_per_node_over_interval() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let topo = Topology::pseudo(&["0-1".into(), "2-3".into()]).unwrap();
+        write_stat_total(dir.path(), 1000, &[(0, 0), (0, 10), (0, 0), (0, 0)]);
+        let mut s = Sensor::new(SensorKind::Steal, 100.0, vec![], vec![]);
+        assert!(
+            s.sample(&p, &topo, &[], 2.0).unwrap().is_none(),
+            "first sample has no interval"
+        );
+        write_stat_total(dir.path(), 1200, &[(0, 30), (0, 40), (0, 5), (0, 0)]);
+        let r = s.sample(&p, &topo, &[], 2.0).unwrap().unwrap();
+        assert_eq!(r[0].raw, 60.0);
+        assert_eq!(r[1].raw, 5.0);
+        assert!((r[0].load - 60.0 / 400.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn busy_subtracts_be_threads_by_last_cpu() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        crate::select::tests::fake_proc(root, 50, "be", 0, 0, 1000);
+        let cg = root.join("cg");
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(cg.join("cgroup.procs"), "50\n").unwrap();
+        let sel = Selector {
+            cgroups: vec![cg],
+            comm: None,
+            pid_files: vec![],
+            all: false,
+        };
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &sel.candidates(&p).0, 1.0).unwrap();
+        // One second later: CPU 0 ran 100 ticks, 60 of them the BE thread; CPU 1 ran 20 ticks.
+        crate::select::tests::fake_proc(root, 50, "be", 0, 0, 1060);
+        write_stat_total(root, 1100, &[(100, 0), (20, 0)]);
+        let r = s
+            .sample(&p, &topo, &sel.candidates(&p).0, 1.0)
+            .unwrap()
+            .unwrap();
+        assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
+        assert!((r[1].load - 0.2).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn busy_with_cpuacct_reads_one_file_per_cgroup() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        let acct = root.join("cpuacct-be");
+        fs::create_dir_all(&acct).unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![acct.clone()]);
+        fs::write(
+            acct.join("cpuacct.usage_percpu"),
+            "1000000000 5000000000 \n",
+        )
+        .unwrap();
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[], 1.0).unwrap();
+        // 0.6 s of BE time on CPU 0, 0.1 s on CPU 1.
+        fs::write(
+            acct.join("cpuacct.usage_percpu"),
+            "1600000000 5100000000 \n",
+        )
+        .unwrap();
+        write_stat_total(root, 1100, &[(100, 0), (20, 0)]);
+        let r = s.sample(&p, &topo, &[], 1.0).unwrap().unwrap();
+        assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
+        assert!((r[1].load - 0.1).abs() < 1e-12, "{r:?}");
+        fs::write(acct.join("cpuacct.usage_percpu"), "x\n").unwrap();
+        assert!(s
+            .sample(&p, &topo, &[], 1.0)
+            .unwrap_err()
+            .contains("cpuacct.usage_percpu"));
+    }
+
+    #[test]
+    fn lost_timer_ticks_do_not_halve_the_load() {
+        // Under qemu TCG a guest accounts about half its ticks: a fully busy CPU shows 50 busy
+        // ticks in a second, and no idle ones. It is fully busy all the same.
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        write_stat_total(dir.path(), 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[], 1.0).unwrap();
+        write_stat_total(dir.path(), 1050, &[(50, 0), (10, 0)]);
+        let r = s.sample(&p, &topo, &[], 1.0).unwrap().unwrap();
+        assert_eq!((r[0].load, r[1].load), (1.0, 0.2));
+    }
+
+    #[test]
+    fn psi_avg10_parses_and_names_bad_files() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("cpu.pressure"), "some avg10=12.50 avg60=3.00 avg300=1.00 total=5\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n").unwrap();
+        assert_eq!(read_psi_avg10(dir.path()).unwrap(), 12.5);
+        fs::write(dir.path().join("cpu.pressure"), "garbage\n").unwrap();
+        assert!(read_psi_avg10(dir.path())
+            .unwrap_err()
+            .contains("cpu.pressure"));
+    }
+}

@@ -1,0 +1,239 @@
+#!/bin/sh
+# Guest /init for the agent's end-to-end test. tests/test_agent_numa_guest.py parses the lines that
+# start with "E2E " (key=value pairs) and the blocks between "E2E-BEGIN name" and "E2E-END name".
+# Every wait below is bounded, and the script always ends in `poweroff -f`.
+export PATH=/bin
+echo  # the firmware leaves the cursor mid-line: start the guest's lines on a fresh one
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mount -t tmpfs tmpfs /run
+# BE hogs go into a cgroup v1 cpuacct group: the agent selects them by it, and its busy sensor reads
+# their per-CPU time from cpuacct.usage_percpu (exact, where last-CPU attribution of unpinned
+# threads that hop between nodes is not).
+mount -t tmpfs cgroup /sys/fs/cgroup
+mkdir -p /sys/fs/cgroup/cpuacct
+mount -t cgroup -o cpuacct cpuacct /sys/fs/cgroup/cpuacct
+mkdir -p /sys/fs/cgroup/cpuacct/be
+
+AGENT=colosched-agent
+CONF=/etc/colosched/agent.toml
+STATE=/run/agent-state.json
+INTERVAL=1          # = interval_s in agent.toml: one poll per agent cycle
+MAX_INTERVALS=8     # BE must have left node 2 after at most this many cycles
+
+finish() {
+    echo "E2E DONE"
+    poweroff -f
+}
+
+# Helpers set variables instead of printing: under TCG, with the hogs holding every vCPU, each fork
+# costs tens of milliseconds, and the polling loop must keep pace with the agent's 1 s cycles.
+
+# UPTIME_CS: time since boot in centiseconds (/proc/uptime always has two decimals).
+uptime_cs() {
+    read -r up _ </proc/uptime
+    UPTIME_CS=$(( ${up%.*} * 100 + 1${up#*.} - 100 ))
+}
+
+# CPUS: the CPUs of list $1, each with a space either side ("0-1,3" -> " 0  1  3 ").
+cpus_of() {
+    CPUS=""
+    old_ifs=$IFS
+    IFS=,
+    for part in $1; do
+        a=${part%-*}
+        b=${part#*-}
+        while [ "$a" -le "$b" ]; do
+            CPUS="$CPUS $a "
+            a=$((a + 1))
+        done
+    done
+    IFS=$old_ifs
+}
+
+# MASK: the affinity (Cpus_allowed_list) of pid $1, "" if it is gone.
+mask_of() {
+    MASK=""
+    while read -r key value; do
+        [ "$key" = "Cpus_allowed_list:" ] && MASK=$value
+    done 2>/dev/null <"/proc/$1/status"
+}
+
+# True if CPU list $1 shares a CPU with node 2.
+touches_node2() {
+    cpus_of "$1"
+    for c in $CPUS; do
+        case "$NODE2_CPUS" in *" $c "*) return 0 ;; esac
+    done
+    return 1
+}
+
+mask() { mask_of "$1"; echo "$MASK"; }
+
+# NODE2_BUSY, NODE2_ALL: node 2's busy and total ticks in /proc/stat (user..steal, like the agent).
+node2_ticks() {
+    NODE2_BUSY=0
+    NODE2_ALL=0
+    while read -r name user nice system idle iowait irq softirq steal _; do
+        case "$NODE2_CPUS" in *" ${name#cpu} "*) ;; *) continue ;; esac
+        NODE2_BUSY=$((NODE2_BUSY + user + nice + system + irq + softirq))
+        NODE2_ALL=$((NODE2_ALL + user + nice + system + idle + iowait + irq + softirq + steal))
+    done </proc/stat
+}
+
+# TASK_TICKS: utime + stime of pid $1 (its comm has no spaces: the hogs are all `sh`).
+task_ticks() {
+    read -r line <"/proc/$1/stat"
+    set -- $line
+    TASK_TICKS=$((${14} + ${15}))
+}
+
+# A live (not zombie) process.
+alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+block() {  # block NAME FILE: the file's content between markers
+    echo "E2E-BEGIN $1"
+    cat "$2" 2>/dev/null
+    echo "E2E-END $1"
+}
+
+be_masks() {  # one line per BE hog with its current affinity
+    for p in $BE; do
+        mask_of "$p"
+        echo "E2E $1 be pid=$p mask=$MASK"
+    done
+}
+
+all_be_have_mask() {
+    for p in $BE; do
+        mask_of "$p"
+        [ "$MASK" = "$1" ] || return 1
+    done
+    return 0
+}
+
+# --- the machine ---------------------------------------------------------------------------------
+nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
+ALL=$(cat /sys/devices/system/cpu/online)
+echo "E2E machine nodes=$nodes all_cpus=$ALL"
+for d in /sys/devices/system/node/node[0-9]*; do
+    echo "E2E node id=${d##*node} cpus=$(cat "$d/cpulist")"
+done
+if [ "$nodes" -ne 4 ] || ! command -v "$AGENT" >/dev/null; then
+    echo "E2E abort reason=need-4-nodes-and-the-agent"
+    finish
+fi
+NODE2=$(cat /sys/devices/system/node/node2/cpulist)
+cpus_of "$NODE2"
+NODE2_CPUS=$CPUS
+
+# --- the workload: one LC hog pinned to node 2, three unpinned BE hogs ----------------------------
+taskset -c "$NODE2" sh -c 'while :; do :; done' &
+lc=$!
+: >/run/be.pids
+for _ in 1 2 3; do
+    sh -c 'while :; do :; done' &
+    echo $! >>/run/be.pids
+    echo $! >/sys/fs/cgroup/cpuacct/be/cgroup.procs
+done
+BE=$(cat /run/be.pids)
+# This shell and the agent (which inherits it) run above the hogs, as a node's daemons would: else
+# the starved shell, not the agent, would set how many intervals the moves seem to take.
+renice -n -10 -p $$ >/dev/null
+sleep 1
+# For diagnosis only: the guest's clocks over 2 s. Under TCG a vCPU thread the host does not run
+# loses timer ticks, so /proc/stat's per-CPU ticks can fall short of the wall clock, while a task's
+# own CPU time (from sched_clock) does not. USER_HZ is 100: ticks and centiseconds are one unit.
+uptime_cs
+c0=$UPTIME_CS
+node2_ticks
+b0=$NODE2_BUSY
+a0=$NODE2_ALL
+task_ticks $lc
+l0=$TASK_TICKS
+sleep 2
+uptime_cs
+node2_ticks
+task_ticks $lc
+echo "E2E clocks wall_cs=$((UPTIME_CS - c0)) node2_busy_ticks=$((NODE2_BUSY - b0))" \
+    "node2_all_ticks=$((NODE2_ALL - a0)) lc_task_ticks=$((TASK_TICKS - l0))"
+echo "E2E workload lc_pid=$lc lc_mask=$(mask $lc) be_pids=$(tr '\n' ',' </run/be.pids)"
+be_masks start
+
+# --- (a) check-config and one plan ---------------------------------------------------------------
+timeout 20 $AGENT check-config --config $CONF >/run/check.out 2>&1
+echo "E2E check_config rc=$?"
+block check-config /run/check.out
+timeout 30 $AGENT plan --once --config $CONF --json >/run/plan.json 2>/run/plan.err
+echo "E2E plan rc=$?"
+block plan /run/plan.json
+block plan-stderr /run/plan.err
+
+# --- (b) coarse, then SIGTERM; (c) fine, then SIGKILL + restore ---------------------------------
+# scenario POLICY SIGNAL
+scenario() {
+    policy=$1
+    sig=$2
+    log=/run/decisions-$policy.jsonl
+    if ! all_be_have_mask "$ALL"; then
+        # A previous scenario failed to restore; start this one from the original masks anyway.
+        echo "E2E $policy reset masks_before=not-original"
+        for p in $BE; do taskset -p -c "$ALL" "$p" >/dev/null; done
+    fi
+    uptime_cs
+    t0=$UPTIME_CS
+    $AGENT run --config $CONF --policy "$policy" --decision-log "$log" >/run/agent-$policy.out 2>&1 &
+    agent=$!
+    # Poll 4 times per interval until no BE hog may run on node 2, for at most MAX_INTERVALS
+    # intervals after the agent's start; moved = the intervals that took, rounded up.
+    moved=never
+    deadline=$((t0 + MAX_INTERVALS * INTERVAL * 100))
+    while [ "$UPTIME_CS" -le $deadline ]; do
+        usleep $((INTERVAL * 250000))
+        uptime_cs
+        off=yes
+        for p in $BE; do
+            mask_of "$p"
+            touches_node2 "$MASK" && off=no
+        done
+        if [ $off = yes ]; then
+            moved=$(((UPTIME_CS - t0 + INTERVAL * 100 - 1) / (INTERVAL * 100)))
+            break
+        fi
+    done
+    be_masks "$policy"
+    echo "E2E $policy lc mask=$(mask $lc)"
+    if alive $agent; then alive_before=yes; else alive_before=no; fi
+    kill -"$sig" $agent
+    # Bounded wait for the exit: a hung agent is reported, then killed.
+    n=0
+    while alive $agent && [ $n -lt 100 ]; do
+        usleep 100000
+        n=$((n + 1))
+    done
+    if alive $agent; then
+        echo "E2E $policy hung signal=$sig"
+        kill -KILL $agent
+    fi
+    wait $agent
+    rc=$?
+    restore_rc=none
+    if [ "$sig" = KILL ]; then
+        timeout 30 $AGENT restore --state-file $STATE >/run/restore-$policy.out 2>&1
+        restore_rc=$?
+        block "restore-$policy" /run/restore-$policy.out
+    fi
+    if all_be_have_mask "$ALL"; then restored=yes; else restored=no; fi
+    be_masks "$policy-after"
+    uptime_cs
+    echo "E2E $policy moved_after_intervals=$moved restored=$restored alive_before_signal=$alive_before" \
+        "signal=$sig agent_rc=$rc restore_rc=$restore_rc centiseconds=$((UPTIME_CS - t0))"
+    block "agent-$policy" /run/agent-$policy.out
+    block "decisions-$policy" "$log"
+}
+
+scenario coarse TERM
+scenario fine KILL
+echo "E2E final lc mask=$(mask $lc)"
+finish

@@ -1,0 +1,270 @@
+"""The node agent end to end on a real 4-NUMA-node Linux kernel: a Debian cloud kernel boots under qemu
+TCG with 4 NUMA nodes of one CPU each (tests/numa_guest/), an LC CPU hog is pinned to node 2 and three
+BE hogs run unpinned; the static `colosched-agent` must move the BE hogs off node 2 (policies coarse
+and fine) and put their affinity back afterwards (after SIGTERM, and after SIGKILL + `restore`).
+
+Needs the Debian packages `qemu-system-x86` and `busybox-static` (make sysdeps) and the static agent
+binary (make agent-static); the kernel is fetched once with `apt-get download` and cached.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from numa_guest import guest
+
+MAX_INTERVALS = 8  # = MAX_INTERVALS in init.sh: BE must leave node 2 within this many agent cycles
+BOOT_TIMEOUT_S = 240.0
+AGENT_BUILD_TIMEOUT_S = 3600
+
+
+def cpus(cpulist: str) -> set[int]:
+    """'0-1,3' -> {0, 1, 3}"""
+    out: set[int] = set()
+    for part in filter(None, cpulist.strip().split(",")):
+        first, _, last = part.partition("-")
+        out.update(range(int(first), int(last or first) + 1))
+    return out
+
+
+@dataclass
+class Run:
+    """One guest boot: its console and what the init script reported."""
+
+    boot: guest.Boot
+    lines: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)  # E2E lines: words, key=value
+    blocks: dict[str, str] = field(default_factory=dict)  # E2E-BEGIN/END blocks by name
+
+    @classmethod
+    def parse(cls, boot: guest.Boot, prefix: str) -> Run:
+        run = cls(boot)
+        for line in boot.console.splitlines():
+            if line.startswith(prefix + " "):
+                tokens = line.split()[1:]
+                words = [t for t in tokens if "=" not in t]
+                pairs = dict(t.split("=", 1) for t in tokens if "=" in t)
+                run.lines.append((words, pairs))
+        for m in re.finditer(rf"^{prefix}-BEGIN (\S+)\n(.*?)^{prefix}-END \1$", boot.console, re.M | re.S):
+            run.blocks[m.group(1)] = m.group(2)
+        return run
+
+    def find(self, *words: str) -> list[dict[str, str]]:
+        """The key=value pairs of every line whose words are exactly `words`."""
+        return [pairs for w, pairs in self.lines if w == list(words)]
+
+    def one(self, *words: str) -> dict[str, str]:
+        found = self.find(*words)
+        assert len(found) == 1, self.why(f"expected one '{' '.join(words)}' line, got {len(found)}")
+        return found[0]
+
+    def why(self, message: str, tail: int = 80) -> str:
+        lines = self.boot.console.splitlines()[-tail:]
+        return (
+            f"{message}\nqemu exit {self.boot.returncode} after {self.boot.seconds:.1f} s; "
+            f"serial console kept in {self.boot.log}; its last {len(lines)} lines:\n" + "\n".join(lines)
+        )
+
+
+def _need(what):
+    """Runs a guest builder step; a missing host tool skips with the builder's reason (printed)."""
+    try:
+        return what()
+    except guest.GuestError as e:
+        print(f"SKIP: {e}")
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="module")
+def kernel_image() -> Path:
+    _need(guest.qemu)
+    _need(guest.busybox)
+    # With the tools present, a kernel that cannot be fetched is an error, not a reason to skip.
+    return guest.kernel()
+
+
+@pytest.fixture(scope="module")
+def agent_binary() -> Path:
+    """The static agent; built with `make agent-static` if missing (in `make test` it exists)."""
+    if not guest.AGENT_BIN.exists():
+        r = subprocess.run(
+            ["make", "agent-static"],
+            cwd=guest.REPO,
+            capture_output=True,
+            text=True,
+            timeout=AGENT_BUILD_TIMEOUT_S,
+        )
+        if r.returncode != 0 or not guest.AGENT_BIN.exists():
+            reason = f"{guest.AGENT_BIN} is missing and `make agent-static` failed: {r.stderr.strip()[-500:]}"
+            print(f"SKIP: {reason}")
+            pytest.skip(reason)
+    assert guest.is_static_elf(guest.AGENT_BIN), f"{guest.AGENT_BIN} is not statically linked"
+    return guest.AGENT_BIN
+
+
+@pytest.fixture(scope="module")
+def e2e(kernel_image, agent_binary, tmp_path_factory) -> Run:
+    work = tmp_path_factory.mktemp("numa-guest")
+    initrd = guest.build_initramfs(work / "initrd.gz", guest.INIT_SCRIPT, agent_binary, guest.AGENT_CONFIG)
+    boot = guest.boot(kernel_image, initrd, work / "console.log", BOOT_TIMEOUT_S)
+    print(f"agent scenarios: guest ran {boot.seconds:.1f} s, console in {boot.log}")
+    run = Run.parse(boot, "E2E")
+    assert boot.returncode is not None, run.why(f"guest killed after the {BOOT_TIMEOUT_S:.0f} s timeout")
+    assert run.find("DONE"), run.why("init script did not finish (no 'E2E DONE')")
+    return run
+
+
+def test_guest_boots_with_four_numa_nodes_and_taskset_pins(kernel_image, tmp_path):
+    # The guest alone (no agent), so a broken guest is told apart from a broken agent.
+    initrd = guest.build_initramfs(tmp_path / "initrd.gz", guest.SMOKE_INIT_SCRIPT)
+    boot = guest.boot(kernel_image, initrd, tmp_path / "console.log", BOOT_TIMEOUT_S)
+    print(f"smoke boot: {boot.seconds:.1f} s")
+    run = Run.parse(boot, "SMOKE")
+    assert run.find("DONE") and boot.returncode == 0, run.why("smoke guest did not finish")
+    assert run.one("machine")["nodes"] == str(guest.NODES), run.why("wrong number of NUMA nodes")
+    node_cpus = [cpus(p["cpus"]) for p in run.find("node")]
+    assert len(node_cpus) == guest.NODES and all(len(c) == guest.CPUS_PER_NODE for c in node_cpus), run.why(
+        "wrong CPUs per node"
+    )
+    taskset = run.one("taskset")
+    assert cpus(taskset["got"]) == cpus(taskset["want"]), run.why("taskset did not pin the hog")
+
+
+def node_map(run: Run) -> dict[int, set[int]]:
+    return {int(p["id"]): cpus(p["cpus"]) for p in run.find("node")}
+
+
+def nodes_of(mask: str, nodes: dict[int, set[int]]) -> set[int]:
+    """The nodes whose CPUs an affinity mask touches."""
+    return {n for n, c in nodes.items() if c & cpus(mask)}
+
+
+def decisions(run: Run, policy: str) -> list[dict]:
+    text = run.blocks.get(f"decisions-{policy}", "")
+    try:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise AssertionError(run.why(f"decision log of {policy} is not JSON lines: {e}")) from e
+
+
+def test_guest_saw_four_numa_nodes(e2e):
+    machine = e2e.one("machine")
+    assert machine["nodes"] == "4", e2e.why("the guest does not see 4 NUMA nodes")
+    nodes = node_map(e2e)
+    assert sorted(nodes) == [0, 1, 2, 3], e2e.why("node ids")
+    assert set().union(*nodes.values()) == cpus(machine["all_cpus"]), e2e.why("nodes do not cover the CPUs")
+    assert not e2e.find("abort"), e2e.why("init script aborted")
+    # For the reader of a failure: how much of the wall clock /proc/stat's ticks covered (TCG loses ticks).
+    print("E2E clocks " + " ".join(f"{k}={v}" for k, v in e2e.one("clocks").items()))
+
+
+def test_check_config_and_plan(e2e):
+    assert e2e.one("check_config")["rc"] == "0", e2e.why("check-config failed")
+    assert e2e.one("plan")["rc"] == "0", e2e.why("plan --once --json failed")
+    print(e2e.blocks["plan"])
+    try:
+        plan = json.loads(e2e.blocks["plan"])
+    except json.JSONDecodeError as e:
+        raise AssertionError(e2e.why(f"plan output is not one JSON object: {e}")) from e
+    assert plan["sensor"] == "busy", e2e.why("plan did not use the configured busy sensor")
+    nodes = node_map(e2e)
+    assert {n["id"]: cpus(n["cpus"]) for n in plan["nodes"]} == nodes, e2e.why("plan nodes differ from sysfs")
+    # The LC hog alone keeps node 2's only CPU busy, so its LC load is well over the 0.5 threshold.
+    node2 = next(n for n in plan["nodes"] if n["id"] == 2)
+    assert node2["load"] >= 0.5, e2e.why(f"node 2 not seen as pressured: {node2}")
+
+
+def check_moved_off_node2(e2e: Run, policy: str) -> tuple[dict[str, str], list[dict]]:
+    """The checks both policies share: no BE hog may run on node 2 within MAX_INTERVALS, the LC hog
+    stays, and the masks are what the decision log says. Returns the BE masks by pid and the log."""
+    nodes = node_map(e2e)
+    result = e2e.one(policy)
+    print(f"E2E {policy} " + " ".join(f"{k}={v}" for k, v in result.items()))
+    log = decisions(e2e, policy)
+    masks = {p["pid"]: p["mask"] for p in e2e.find(policy, "be")}
+    assert len(masks) == 3, e2e.why(f"{policy}: expected 3 BE masks")
+    moved = result["moved_after_intervals"]
+    on_node2 = {pid: m for pid, m in masks.items() if 2 in nodes_of(m, nodes)}
+    assert moved.isdigit() and int(moved) <= MAX_INTERVALS and not on_node2, e2e.why(
+        f"{policy}: BE did not leave node 2 within {MAX_INTERVALS} intervals; still allowed there: {on_node2}"
+    )
+    assert cpus(e2e.one(policy, "lc")["mask"]) == nodes[2], e2e.why(f"{policy}: the LC hog was moved")
+    moves = [m for d in log for m in d.get("moved", [])]
+    # Each hog ended where the log's last move of it says.
+    last_to = {str(m["pid"]): m["to_node"] for m in moves}
+    for pid, mask in masks.items():
+        assert pid in last_to and cpus(mask) == nodes[last_to[pid]], e2e.why(
+            f"{policy}: BE {pid} has mask {mask}, but the decision log's last move of it is "
+            f"{last_to.get(pid, 'none')}"
+        )
+    return masks, log
+
+
+def check_restored(e2e: Run, policy: str) -> dict[str, str]:
+    """The BE masks are the original ones again, and the agent had changed some (else the restore
+    proved nothing)."""
+    result = e2e.one(policy)
+    original = {p["pid"]: p["mask"] for p in e2e.find("start", "be")}
+    during = {p["pid"]: p["mask"] for p in e2e.find(policy, "be")}
+    after = {p["pid"]: p["mask"] for p in e2e.find(f"{policy}-after", "be")}
+    assert during != original, e2e.why(f"{policy}: the agent changed no BE mask, so nothing to restore")
+    assert after == original and result["restored"] == "yes", e2e.why(
+        f"{policy}: BE masks not restored: {after}, originally {original}"
+    )
+    return result
+
+
+def test_coarse_moves_every_be_off_node2(e2e):
+    _, log = check_moved_off_node2(e2e, "coarse")
+    # Algorithm 4-1: one receiver per cycle, the least loaded node. "settle" pins a task where it is
+    # (a calm node, when the receiver has no room left under the warning threshold): not a receiver.
+    for cycle in log:
+        receivers = {m["to_node"] for m in cycle.get("moved", []) if m["reason"] != "settle"}
+        assert len(receivers) <= 1, e2e.why(f"coarse used several receivers in one cycle: {cycle}")
+
+
+def test_sigterm_restores_the_original_masks(e2e):
+    result = check_restored(e2e, "coarse")
+    assert result["signal"] == "TERM" and result["agent_rc"] == "0", e2e.why(
+        "agent did not exit 0 on SIGTERM"
+    )
+
+
+def test_fine_spreads_be_over_two_nodes_off_node2(e2e):
+    masks, log = check_moved_off_node2(e2e, "fine")
+    nodes = node_map(e2e)
+    # Algorithm 4-2: the two least loaded nodes receive; the log and the masks must both show two.
+    targets = {m["to_node"] for d in log for m in d.get("moved", [])}
+    assert len(targets) >= 2, e2e.why(f"fine used one receiver only: {targets}")
+    used = set().union(*(nodes_of(m, nodes) for m in masks.values()))
+    assert len(used) >= 2, e2e.why(f"BE masks under fine cover one node only: {masks}")
+
+
+def test_sigkill_then_restore_command_restores_the_original_masks(e2e):
+    result = check_restored(e2e, "fine")
+    assert result["signal"] == "KILL" and result["agent_rc"] == "137", e2e.why("agent was not SIGKILLed")
+    assert result["restore_rc"] == "0", e2e.why("`restore --state-file` failed")
+
+
+@pytest.mark.parametrize("policy", ["coarse", "fine"])
+def test_no_be_task_is_ever_moved_onto_the_lc_node(e2e, policy):
+    # Node 2 runs the LC hog all the time: a move or a "settle" there is the interference the agent
+    # exists to prevent, whatever else happened in the run.
+    onto_node2 = [d for d in decisions(e2e, policy) if any(m["to_node"] == 2 for m in d.get("moved", []))]
+    assert not onto_node2, e2e.why(f"{policy}: BE moved onto node 2 in cycles {onto_node2}")
+
+
+def test_agent_never_crashed(e2e):
+    for policy in ("coarse", "fine"):
+        result = e2e.one(policy)
+        assert result["alive_before_signal"] == "yes", e2e.why(f"{policy}: the agent exited by itself")
+        assert not e2e.find(policy, "hung"), e2e.why(f"{policy}: the agent did not exit on its signal")
+        assert not e2e.find(policy, "reset"), e2e.why(f"{policy}: started from masks a failed restore left")
+    for name, text in e2e.blocks.items():
+        assert "panicked" not in text, e2e.why(f"the agent panicked ({name})")
+    assert cpus(e2e.one("final", "lc")["mask"]) == node_map(e2e)[2], e2e.why("the LC hog's mask changed")
+    assert "Kernel panic" not in e2e.boot.console, e2e.why("guest kernel panicked")

@@ -1,0 +1,352 @@
+"""The node agent on this machine, for real: its 2 CPUs as pseudo-nodes, real CPU hogs, real
+affinities, a real cgroup. The LC hog is pinned to CPU 0; BE hogs live in a cgroup of the v1
+`cpuacct` hierarchy, which selects them and gives the busy sensor their exact per-CPU time, without
+giving them a CPU weight of their own (in the `cpu` hierarchy the scheduler's group weights would
+already keep them off CPU 0, and the test would not show what the agent does).
+
+These tests need root (cgroups, sched_setaffinity on other processes) and 2 CPUs; they say so and
+skip otherwise. A busy machine (another job hogging CPU 1) can make CPU 1 look pressured too; CI
+runs them on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+AGENT = ROOT / "target/x86_64-unknown-linux-gnu/release/colosched-agent"
+BE_HIERARCHY = Path("/sys/fs/cgroup/cpuacct")
+INTERVAL = 0.5
+HOG = "while :; do :; done"
+
+pytestmark = [
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root: cgroups and other processes' affinities"),
+    pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs to make 2 pseudo-nodes"),
+]
+
+
+@pytest.fixture(scope="module")
+def agent_bin() -> Path:
+    assert AGENT.exists(), f"{AGENT} is missing: `make agent-static` builds it (make test does)"
+    return AGENT
+
+
+def mask(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.split()[1]
+    raise AssertionError(f"no Cpus_allowed_list for {pid}")
+
+
+def thread_masks(pid: int) -> set[str]:
+    out = set()
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        for line in Path(f"/proc/{pid}/task/{tid}/status").read_text().splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                out.add(line.split()[1])
+    return out
+
+
+class Scene:
+    """An LC hog on CPU 0 and BE processes in a fresh cgroup; everything removed afterwards."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.cgroup = BE_HIERARCHY / f"colosched-test-{uuid.uuid4().hex[:8]}"
+        self.cgroup.mkdir()
+        self.procs: list[subprocess.Popen] = []
+        self.lc = self.spawn(["taskset", "-c", "0", "sh", "-c", HOG])
+        self.be: list[subprocess.Popen] = []
+        self.agent: subprocess.Popen | None = None
+
+    def spawn(self, cmd: list[str]) -> subprocess.Popen:
+        p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def add_be(self, cmd: list[str]) -> subprocess.Popen:
+        p = self.spawn(cmd)
+        (self.cgroup / "cgroup.procs").write_text(f"{p.pid}\n")
+        self.be.append(p)
+        return p
+
+    def config(self, policy: str = "coarse", threshold: float = 0.3, **extra: str) -> Path:
+        lines = [
+            f"interval_s = {INTERVAL}",
+            f'policy = "{policy}"',
+            f'state_file = "{self.tmp / "state.json"}"',
+            f'decision_log = "{self.tmp / "decisions.jsonl"}"',
+            "[topology]",
+            'pseudo_nodes = ["0", "1"]',
+            "[sensor]",
+            'kind = "busy"',
+            f"threshold = {threshold}",
+            "hysteresis = 1",
+            "[be]",
+            f'cgroups = ["{self.cgroup}"]',
+            "[limits]",
+            "cooldown_s = 0",
+            *[f"{k} = {v}" for k, v in extra.items()],
+        ]
+        path = self.tmp / "agent.toml"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def start_agent(self, *args: str) -> subprocess.Popen:
+        self.agent = subprocess.Popen(
+            [str(AGENT), "run", "--config", str(self.config()), *args],
+            stderr=open(self.tmp / "agent.err", "w"),  # noqa: SIM115 - closed with the process
+        )
+        return self.agent
+
+    def wait_masks(self, want: str, timeout: float) -> float:
+        """Seconds until every BE process has affinity `want`; fails after `timeout`."""
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout:
+            if all(mask(p.pid) == want for p in self.be):
+                return time.monotonic() - t0
+            time.sleep(0.02)
+        raise AssertionError(
+            f"BE masks {[mask(p.pid) for p in self.be]} != {want} after {timeout}s; {self.log()}"
+        )
+
+    def log(self) -> str:
+        err = (self.tmp / "agent.err").read_text() if (self.tmp / "agent.err").exists() else ""
+        return f"agent stderr:\n{err}"
+
+    def decisions(self) -> list[dict]:
+        path = self.tmp / "decisions.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    def close(self) -> None:
+        if self.agent and self.agent.poll() is None:
+            self.agent.kill()
+            self.agent.wait()
+        for p in self.procs:
+            p.kill()
+            p.wait()
+        # Forks of BE processes may still be dying; the cgroup can go once they are gone.
+        for _ in range(100):
+            leftover = (self.cgroup / "cgroup.procs").read_text().split()
+            for pid in leftover:
+                try:
+                    os.kill(int(pid), signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            try:
+                self.cgroup.rmdir()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError(f"could not remove {self.cgroup}")
+
+
+@pytest.fixture
+def scene(tmp_path, agent_bin):
+    s = Scene(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def test_coarse_moves_be_to_cpu1_within_two_intervals_and_sigterm_restores(scene):
+    be = [scene.add_be(["sh", "-c", HOG]) for _ in range(3)]
+    before = [mask(p.pid) for p in be]
+    assert before == ["0-1"] * 3
+    agent = scene.start_agent("--metrics", "127.0.0.1:0")
+    took = scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+    assert mask(scene.lc.pid) == "0", "the LC task is never touched"
+    assert json.loads((scene.tmp / "state.json").read_text())["tasks"], "originals recorded before the change"
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert [mask(p.pid) for p in be] == before, "SIGTERM puts the original masks back"
+    assert not (scene.tmp / "state.json").exists(), "nothing left behind after a clean exit"
+    moved = [m for d in scene.decisions() for m in d["moved"]]
+    assert {m["pid"] for m in moved} == {p.pid for p in be}
+    assert all(m["to_node"] == 1 for m in moved)
+    print(f"BE moved {took:.2f} s after the agent started (interval {INTERVAL} s)")
+
+
+def test_sigkill_then_restore_puts_masks_back(scene, agent_bin):
+    be = [scene.add_be(["sh", "-c", HOG]) for _ in range(2)]
+    agent = scene.start_agent()
+    scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+    agent.kill()
+    agent.wait()
+    assert [mask(p.pid) for p in be] == ["1", "1"], "SIGKILL cannot restore: the masks stay"
+    r = subprocess.run(
+        [str(agent_bin), "restore", "--state-file", str(scene.tmp / "state.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "restored 2 thread(s)" in r.stdout
+    assert [mask(p.pid) for p in be] == ["0-1", "0-1"]
+    assert not (scene.tmp / "state.json").exists()
+
+
+def test_fine_policy_threads_follow_and_dry_run_changes_nothing(scene, agent_bin):
+    # A BE process that starts a new thread every 100 ms: threads born after the move follow it.
+    threaded = scene.add_be(
+        [
+            sys.executable,
+            "-c",
+            "import threading, time\n"
+            "def spin():\n"
+            "    while True: pass\n"
+            "while True:\n"
+            "    threading.Thread(target=spin, daemon=True).start(); time.sleep(0.1)\n",
+        ]
+    )
+    scene.add_be(["sh", "-c", HOG])
+    dry = subprocess.Popen(
+        [str(agent_bin), "run", "--config", str(scene.config("fine:mem")), "--dry-run"],
+        stderr=subprocess.PIPE,
+    )
+    time.sleep(3 * INTERVAL)
+    dry.send_signal(signal.SIGTERM)
+    assert dry.wait(timeout=5) == 0
+    assert all(mask(p.pid) == "0-1" for p in scene.be), "--dry-run changes nothing"
+    assert not (scene.tmp / "state.json").exists()
+    planned = [m for d in scene.decisions() for m in d["moved"]]
+    assert planned and all(d["dry_run"] for d in scene.decisions()), "dry run still logs its plan"
+
+    scene.config("fine:mem")
+    agent = subprocess.Popen([str(agent_bin), "run", "--config", str(scene.tmp / "agent.toml")])
+    scene.agent = agent
+    scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+    time.sleep(3 * INTERVAL)  # more threads are born meanwhile
+    assert thread_masks(threaded.pid) == {"1"}, "every thread, old and new, is on node 1"
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0
+    assert thread_masks(threaded.pid) == {"0-1"}, "new threads are restored like their process"
+
+
+def test_churn_of_forking_be_processes_leaves_nothing_behind(scene, agent_bin):
+    # A BE process forking short-lived children as fast as it can: tasks vanish mid-cycle (ESRCH).
+    forker = scene.add_be(
+        ["sh", "-c", "while :; do sh -c 'i=0; while [ $i -lt 200 ]; do i=$((i+1)); done' & done"]
+    )
+    scene.add_be(["sh", "-c", HOG])
+    # The LC hog shares CPU 0 with the fork storm, so its share (the busy sensor's load) drops to
+    # about 1 / (runnable tasks): a lower threshold keeps node 0 pressured.
+    agent = subprocess.Popen(
+        [str(agent_bin), "run", "--config", str(scene.config(threshold=0.1)), "--interval", "0.1"],
+        stderr=open(scene.tmp / "agent.err", "w"),  # noqa: SIM115
+    )
+    scene.agent = agent
+    time.sleep(4)
+    assert agent.poll() is None, f"the agent died during churn: {scene.log()}"
+    cycles = scene.decisions()
+    assert len(cycles) >= 10, f"only {len(cycles)} cycles in 4 s at 0.1 s"
+    assert any(d["moved"] for d in cycles)
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert not (scene.tmp / "state.json").exists()
+    assert mask(forker.pid) == "0-1"
+    # Children forked after the move inherited node 1's mask; restore found them by that mask.
+    kids = (scene.cgroup / "cgroup.procs").read_text().split()
+    pinned = [pid for pid in kids if Path(f"/proc/{pid}").exists() and _mask_or_none(int(pid)) == "1"]
+    assert not pinned, f"forks left pinned after restore: {pinned}"
+    print(f"{len(cycles)} cycles, errors logged: {sum(d['errors'] for d in cycles)}")
+
+
+def _mask_or_none(pid: int) -> str | None:
+    try:
+        return mask(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
+def test_plan_once_json_and_metrics(scene, agent_bin):
+    scene.add_be(["sh", "-c", HOG])
+    r = subprocess.run(
+        [str(agent_bin), "plan", "--once", "--json", "--config", str(scene.config())],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["sensor"] == "busy"
+    assert [(n["id"], n["cpus"]) for n in plan["nodes"]] == [(0, "0"), (1, "1")]
+    assert plan["nodes"][0]["load"] > 0.3, "the LC hog loads node 0"
+    assert plan["moves"], plan
+    assert set(plan["moves"][0]) >= {"pid", "comm", "from_node", "to_node", "reason"}
+    assert mask(scene.be[0].pid) == "0-1", "plan changes nothing"
+
+    agent = scene.start_agent("--metrics", "127.0.0.1:19464")
+    scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+    body = urllib.request.urlopen("http://127.0.0.1:19464/metrics", timeout=5).read().decode()
+    assert 'colosched_agent_node_load{node="0",sensor="busy"}' in body
+    assert "colosched_agent_moves_total{reason=" in body
+    assert "colosched_agent_cycle_duration_seconds_count" in body
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0
+
+
+def test_a_second_agent_refuses_the_state_file_of_a_live_one(scene, agent_bin):
+    scene.add_be(["sh", "-c", HOG])
+    scene.start_agent()
+    scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+    r = subprocess.run(
+        [str(agent_bin), "run", "--config", str(scene.tmp / "agent.toml")],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert r.returncode == 1
+    assert "owned by a running agent" in r.stderr
+    assert mask(scene.be[0].pid) == "1", "the refused agent changed nothing"
+
+
+@pytest.mark.parametrize(
+    "config, key",
+    [
+        ("[be]\ncomm = 'x'\n[sensor]\nhysterisis = 2\n", "sensor.hysterisis: unknown key"),
+        ("interval_s = -1\n[be]\ncomm = 'x'\n", "interval_s: must be"),
+        ("[topology]\npseudo_nodes = ['0']\n", "be: no best-effort selector"),
+        ("policy = 'fine:heat'\n[be]\ncomm = 'x'\n", "policy:"),
+    ],
+)
+def test_bad_config_exits_2_naming_the_key(tmp_path, agent_bin, config, key):
+    path = tmp_path / "bad.toml"
+    path.write_text(config)
+    r = subprocess.run(
+        [str(agent_bin), "check-config", "--config", str(path)], capture_output=True, text=True
+    )
+    assert r.returncode == 2
+    assert key in r.stderr and str(path) in r.stderr, r.stderr
+
+
+def test_example_config_checks_and_be_cgroup_overrides_it(agent_bin):
+    example = ROOT / "examples/agent-pseudo-nodes.toml"
+    r = subprocess.run(
+        [str(agent_bin), "check-config", "--config", str(example), "--be-cgroup", "/sys/fs/cgroup/pids"],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "2 node(s) from pseudo" in r.stdout
+
+
+def test_python_cli_runs_the_same_agent_and_restores_on_sigterm(scene):
+    be = scene.add_be(["sh", "-c", HOG])
+    cmd = [sys.executable, "-m", "colosched.cli", "agent", "run", "--config", str(scene.config())]
+    agent = subprocess.Popen(cmd, stderr=open(scene.tmp / "agent.err", "w"))  # noqa: SIM115
+    scene.agent = agent
+    scene.wait_masks("1", timeout=2 * INTERVAL + 3)  # + the interpreter's start-up
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert mask(be.pid) == "0-1"
