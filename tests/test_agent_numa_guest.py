@@ -268,3 +268,23 @@ def test_agent_never_crashed(e2e):
         assert "panicked" not in text, e2e.why(f"the agent panicked ({name})")
     assert cpus(e2e.one("final", "lc")["mask"]) == node_map(e2e)[2], e2e.why("the LC hog's mask changed")
     assert "Kernel panic" not in e2e.boot.console, e2e.why("guest kernel panicked")
+
+
+def test_all_os_mode_pins_irqs_workqueues_and_tasks_then_restores_them(e2e):
+    """The thesis's mode: at start every user task, IRQ and unbound workqueue goes to node 0
+    (IRQs the kernel will not move are counted as errors, not fatal); SIGTERM restores all."""
+    r = e2e.one("allos")
+    nodes = node_map(e2e)
+    assert r["agent_rc"] == "0", e2e.why("all-OS agent did not exit 0 on SIGTERM")
+    assert r["wq_during"] != r["wq_before"], e2e.why("the writeback workqueue's cpumask did not move")
+    assert int(r["wq_during"], 16) == sum(1 << c for c in nodes[0]), e2e.why("workqueue not on node 0")
+    assert int(r["irqs_changed"]) > 0, e2e.why("no IRQ affinity moved")
+    assert r["wq_after"] == r["wq_before"] and r["irqs_restored"] == "yes", e2e.why(
+        "IRQs/workqueue not restored"
+    )
+    assert r["tasks_restored"] == "yes", e2e.why("BE masks not restored after all-OS mode")
+    # Pinned to node 0 at start; a coarse move may have taken everything to one other node since.
+    on_one_node = any(cpus(r["lc_during"]) <= n for n in nodes.values())
+    assert on_one_node and cpus(r["lc_after"]) == nodes[2], e2e.why(
+        "all-OS mode moves every user task, the LC hog too, and puts it back"
+    )

@@ -350,3 +350,111 @@ def test_python_cli_runs_the_same_agent_and_restores_on_sigterm(scene):
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=5) == 0, scene.log()
     assert mask(be.pid) == "0-1"
+
+
+def test_cpuset_mode_writes_the_be_cgroups_cpuset_and_restores_it(tmp_path, agent_bin):
+    """cpuset mode: the BE cgroup's cpuset.cpus moves (new threads inherit it by construction).
+    The BE hogs are also in a cpuacct cgroup of the same name, which the agent finds as the cpuset
+    cgroup's twin and reads their exact per-CPU time from."""
+    name = f"colosched-test-{uuid.uuid4().hex[:8]}"
+    cpuset, acct = Path("/sys/fs/cgroup/cpuset") / name, Path("/sys/fs/cgroup/cpuacct") / name
+    cpuset.mkdir()
+    acct.mkdir()
+    procs = []
+    try:
+        (cpuset / "cpuset.cpus").write_text("0-1")
+        (cpuset / "cpuset.mems").write_text((cpuset.parent / "cpuset.mems").read_text())
+        procs.append(subprocess.Popen(["taskset", "-c", "0", "sh", "-c", HOG]))
+        for _ in range(2):
+            procs.append(subprocess.Popen(["sh", "-c", HOG]))
+            (cpuset / "cgroup.procs").write_text(f"{procs[-1].pid}\n")
+            (acct / "cgroup.procs").write_text(f"{procs[-1].pid}\n")
+        config = tmp_path / "agent.toml"
+        config.write_text(
+            f'interval_s = {INTERVAL}\nstate_file = "{tmp_path / "state.json"}"\n[topology]\n'
+            'pseudo_nodes = ["0", "1"]\n[sensor]\nkind = "busy"\nthreshold = 0.3\nhysteresis = 1\n'
+            f'[be]\ncgroups = ["{cpuset}"]\n[actuator]\nmode = "cpuset"\n'
+        )
+        err = tmp_path / "agent.err"
+        agent = subprocess.Popen([str(agent_bin), "run", "--config", str(config)], stderr=open(err, "w"))  # noqa: SIM115
+        procs.append(agent)
+        deadline = time.monotonic() + 2 * INTERVAL + 0.3
+        while (cpuset / "cpuset.cpus").read_text().strip() != "1" and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (cpuset / "cpuset.cpus").read_text().strip() == "1", err.read_text()
+        assert "cpuacct.usage_percpu" in err.read_text(), "the cpuacct twin is used"
+        assert [mask(p.pid) for p in procs[1:3]] == ["1", "1"], "the kernel applies the cpuset to its tasks"
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=5) == 0, err.read_text()
+        assert (cpuset / "cpuset.cpus").read_text().strip() == "0-1"
+        assert [mask(p.pid) for p in procs[1:3]] == ["0-1", "0-1"]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+        time.sleep(0.1)
+        cpuset.rmdir()
+        acct.rmdir()
+
+
+def test_psi_sensor_reads_the_lc_cgroups_cpu_pressure(scene, agent_bin):
+    """PSI for real: cgroup2 cpu.pressure of one LC cgroup per node. The LC hog shares CPU 0 with
+    BE hogs pinned there, so it stalls; avg10 needs a couple of seconds to rise."""
+    unified = Path("/sys/fs/cgroup/unified")
+    if not (unified / "cpu.pressure").exists():
+        pytest.skip("no cgroup2 cpu.pressure here (kernel without PSI): the psi sensor cannot be run")
+    parent = unified / f"colosched-test-{uuid.uuid4().hex[:8]}"
+    lcs = [parent / "lc0", parent / "lc1"]
+    for d in [parent, *lcs]:
+        d.mkdir()
+    try:
+        (lcs[0] / "cgroup.procs").write_text(f"{scene.lc.pid}\n")
+        be = [scene.add_be(["taskset", "-c", "0", "sh", "-c", HOG]) for _ in range(2)]
+        time.sleep(3)
+        config = scene.config(threshold=5)
+        text = config.read_text().replace(
+            'kind = "busy"', f'kind = "psi"\npsi_cgroups = ["{lcs[0]}", "{lcs[1]}"]'
+        )
+        config.write_text(text)
+        agent = subprocess.Popen([str(agent_bin), "run", "--config", str(config)])
+        scene.agent = agent
+        scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
+        first = scene.decisions()[0]
+        assert first["raw"][0] >= 5, f"LC cgroup on node 0 should stall: {first}"
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=5) == 0
+        assert [mask(p.pid) for p in be] == ["0", "0"], "restored to the masks they had"
+    finally:
+        (unified / "cgroup.procs").write_text(f"{scene.lc.pid}\n")
+        for d in [*lcs, parent]:
+            d.rmdir()
+
+
+def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bin):
+    """Without a cgroup, the busy sensor reads each BE thread's CPU time and charges it to the
+    node it runs on. With the hogs pinned (no hopping) the split is exact: on CPU 0 an LC hog and
+    a BE hog share the CPU, so node 0's LC load is about one half; CPU 1 runs only BE work."""
+    procs = [subprocess.Popen(["taskset", "-c", "0", "sh", "-c", HOG])]
+    try:
+        procs += [subprocess.Popen(["taskset", "-c", c, "sh", "-c", HOG]) for c in ("0", "1")]
+        pids = tmp_path / "be.pids"
+        pids.write_text(f"{procs[1].pid}\n{procs[2].pid}\n")
+        config = tmp_path / "agent.toml"
+        config.write_text(
+            f'interval_s = 1.0\nstate_file = "{tmp_path / "state.json"}"\n[topology]\n'
+            f'pseudo_nodes = ["0", "1"]\n[sensor]\nkind = "busy"\n[be]\npid_files = ["{pids}"]\n'
+        )
+        r = subprocess.run(
+            [str(agent_bin), "plan", "--once", "--json", "--config", str(config)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert r.returncode == 0, r.stderr
+        loads = [n["load"] for n in json.loads(r.stdout)["nodes"]]
+        assert 0.3 < loads[0] < 0.7, loads
+        assert loads[1] < 0.2, f"node 1 runs only BE work (and whatever else this machine runs): {loads}"
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

@@ -233,7 +233,56 @@ scenario() {
     block "decisions-$policy" "$log"
 }
 
+# --- (d) the thesis's all-OS mode: every user task, IRQ and unbound workqueue ------------------
+# At start everything goes to node 0 (Algorithm 3-1, line 1); SIGTERM must put every IRQ
+# affinity, workqueue cpumask and task mask back.
+irq_masks() {  # IRQS: " irq=list" for every IRQ, on one line
+    IRQS=""
+    for f in /proc/irq/*/smp_affinity_list; do
+        n=${f#/proc/irq/}
+        IRQS="$IRQS ${n%%/*}=$(cat "$f")"
+    done
+}
+all_os_scenario() {
+    wq=/sys/devices/virtual/workqueue/writeback/cpumask
+    printf '%s\n' 'interval_s = 1.0' 'policy = "coarse"' 'state_file = "/run/agent-all-state.json"' \
+        '[sensor]' 'kind = "busy"' 'threshold = 0.5' 'hysteresis = 1' \
+        '[actuator]' 'all_os_activities = true' >/run/agent-all.toml
+    irq_masks
+    irqs_before=$IRQS
+    wq_before=$(cat $wq)
+    $AGENT run --config /run/agent-all.toml >/run/agent-allos.out 2>&1 &
+    agent=$!
+    sleep 2
+    irq_masks
+    irqs_during=$IRQS
+    wq_during=$(cat $wq)
+    lc_during=$(mask $lc)
+    kill -TERM $agent
+    n=0
+    while alive $agent && [ $n -lt 100 ]; do
+        usleep 100000
+        n=$((n + 1))
+    done
+    alive $agent && kill -KILL $agent
+    wait $agent
+    rc=$?
+    irq_masks
+    if [ "$IRQS" = "$irqs_before" ]; then irqs_restored=yes; else irqs_restored=no; fi
+    if all_be_have_mask "$ALL"; then tasks_restored=yes; else tasks_restored=no; fi
+    changed=0
+    for pair in $irqs_during; do
+        case " $irqs_before " in *" $pair "*) ;; *) changed=$((changed + 1)) ;; esac
+    done
+    echo "E2E allos agent_rc=$rc wq_before=$wq_before wq_during=$wq_during wq_after=$(cat $wq)" \
+        "irqs_changed=$changed irqs_restored=$irqs_restored tasks_restored=$tasks_restored" \
+        "lc_during=$lc_during lc_after=$(mask $lc)"
+    echo "E2E allos-irqs during:$irqs_during"
+    block agent-allos /run/agent-allos.out
+}
+
 scenario coarse TERM
 scenario fine KILL
+all_os_scenario
 echo "E2E final lc mask=$(mask $lc)"
 finish

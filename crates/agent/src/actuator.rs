@@ -267,6 +267,19 @@ mod tests {
     }
 
     #[test]
+    fn migrate_pages_runs_for_real() {
+        // One NUMA node here: moving our pages from node 0 to node 0 is a real call that succeeds.
+        assert_eq!(
+            migrate_pages(std::process::id() as i32, &[0], &[0]).unwrap(),
+            0
+        );
+        assert_eq!(
+            ErrorCounts::kind(&migrate_pages(i32::MAX, &[0], &[0]).unwrap_err()),
+            "esrch"
+        );
+    }
+
+    #[test]
     fn own_affinity_round_trips_for_real() {
         // A thread of our own, so the test process's other threads keep their masks.
         std::thread::spawn(|| {

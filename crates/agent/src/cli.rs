@@ -116,12 +116,10 @@ fn load_config(a: &Args) -> Result<Config, Failure> {
         c.decision_log = Some(d.clone());
     }
     if let Some(m) = &a.metrics {
-        m.parse::<std::net::SocketAddr>().map_err(|_| {
-            Failure::Usage(format!(
-                "--metrics: {m:?} is not an address like 127.0.0.1:9464"
-            ))
-        })?;
-        c.metrics_listen = Some(m.clone());
+        c.metrics_listen = Some(
+            crate::config::parse_listen(m)
+                .map_err(|e| Failure::Usage(format!("--metrics: {e}")))?,
+        );
     }
     c.dry_run |= a.dry_run;
     c.validate()
@@ -273,8 +271,8 @@ fn run(cfg: Config) -> Result<i32, String> {
     if let Some(msg) = agent.take_over_state()? {
         log(&msg);
     }
-    if let Some(addr) = &agent.cfg.metrics_listen {
-        let bound = crate::metrics::serve(addr.parse().expect("validated"), agent.metrics.clone())?;
+    if let Some(addr) = agent.cfg.metrics_listen {
+        let bound = crate::metrics::serve(addr, agent.metrics.clone())?;
         log(&format!("metrics at http://{bound}/metrics"));
     }
     if agent.cfg.all_os_activities {

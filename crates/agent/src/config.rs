@@ -1,6 +1,7 @@
 //! agent.toml: parsed by hand from a TOML table so every error names its key, and unknown keys
 //! are refused (a typo must not silently fall back to a default).
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use colosched_core::{Order, Policy};
@@ -45,7 +46,7 @@ pub struct Config {
     pub min_task_age_s: f64,
     pub min_improvement: f64,
     pub warning_threshold: f64,
-    pub metrics_listen: Option<String>,
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl Default for Config {
@@ -77,6 +78,17 @@ impl Default for Config {
             metrics_listen: None,
         }
     }
+}
+
+/// The metrics address: `HOST:PORT`, or a bare `PORT` / `:PORT`, which binds 127.0.0.1 (the
+/// endpoint is local unless the operator names another address).
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    let port = text.strip_prefix(':').unwrap_or(text);
+    if let Ok(p) = port.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
+    }
+    text.parse()
+        .map_err(|_| format!("{text:?} is not an address like 127.0.0.1:9464 or a port"))
 }
 
 /// The agent's policy names: the core's, plus `fine:mem|cpu|mai|none` as the issue spells them.
@@ -342,14 +354,9 @@ impl Config {
         c.warning_threshold = lim
             .checked("warning_threshold", "positive", |x| x > 0.0)?
             .unwrap_or(c.warning_threshold);
-        c.metrics_listen = met
-            .str("listen")?
-            .filter(|s| !s.is_empty())
-            .map(str::to_string);
-        if let Some(addr) = &c.metrics_listen {
-            addr.parse::<std::net::SocketAddr>().map_err(|_| {
-                format!("metrics.listen: {addr:?} is not an address like 127.0.0.1:9464")
-            })?;
+        if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
+            c.metrics_listen =
+                Some(parse_listen(addr).map_err(|e| format!("metrics.listen: {e}"))?);
         }
         Ok(c)
     }
@@ -433,6 +440,17 @@ mod tests {
         assert!(err("[be]\ncomm = \"x\"\n[actuator]\nmode = \"cpuset\"")
             .starts_with("actuator.mode: cpuset"));
         assert!(err("x = [").contains("line 1"));
+    }
+
+    #[test]
+    fn metrics_listen_defaults_to_loopback() {
+        assert_eq!(parse_listen("9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(parse_listen(":9464").unwrap().to_string(), "127.0.0.1:9464");
+        assert_eq!(
+            parse_listen("0.0.0.0:9464").unwrap().to_string(),
+            "0.0.0.0:9464"
+        );
+        assert!(parse_listen("localhost").is_err());
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use colosched_core::Rng;
 use serde_json::json;
 
-use crate::actuator::{controller_dir, get_affinity, Actuator, FileWrite};
+use crate::actuator::{controller_dir, Actuator, FileWrite};
 use crate::config::{ActuatorMode, Config, SensorKind};
 use crate::decide::{decide, Decision, Guards, TaskView};
 use crate::metrics::Metrics;
@@ -254,7 +254,7 @@ impl Agent {
         // the steady state (LC node busy, BE pinned elsewhere) costs one affinity syscall a pid.
         let masks: HashMap<i32, Vec<usize>> = if over.contains(&true) {
             pids.iter()
-                .filter_map(|&p| Some((p, get_affinity(p).ok()?)))
+                .filter_map(|&p| Some((p, self.procfs.affinity(p)?)))
                 .collect()
         } else {
             HashMap::new()

@@ -175,6 +175,19 @@ impl Procfs {
         parse_task_stat(buf).ok()
     }
 
+    /// The CPUs `pid` may run on: `sched_getaffinity` on the real /proc (a syscall, no file),
+    /// `Cpus_allowed_list` of <root>/<pid>/status on a fake tree.
+    pub fn affinity(&self, pid: i32) -> Option<Vec<usize>> {
+        if self.root == Path::new("/proc") {
+            return crate::actuator::get_affinity(pid).ok();
+        }
+        let text = fs::read_to_string(self.root.join(format!("{pid}/status"))).ok()?;
+        let list = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+        crate::topology::parse_cpulist(list).ok()
+    }
+
     pub fn comm(&self, pid: i32) -> Option<String> {
         let text = fs::read_to_string(self.root.join(format!("{pid}/comm"))).ok()?;
         Some(text.trim_end_matches('\n').to_string())

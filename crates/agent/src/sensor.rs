@@ -78,7 +78,10 @@ pub struct Sensor {
     pub kind: SensorKind,
     hz: f64,
     prev_stat: Option<Vec<(usize, CpuTicks)>>,
-    prev_threads: HashMap<i32, u64>,
+    /// Per BE thread: cumulative ticks and the CPU it was on, at the previous sample.
+    prev_threads: HashMap<i32, (u64, usize)>,
+    /// Per BE process pinned inside one node: cumulative ticks at the previous sample.
+    prev_procs: HashMap<i32, u64>,
     psi_cgroups: Vec<PathBuf>,
     /// Busy sensor: the BE cgroups' cpuacct directories, if every BE selector is such a cgroup.
     cpuacct: Vec<PathBuf>,
@@ -97,6 +100,7 @@ impl Sensor {
             hz,
             prev_stat: None,
             prev_threads: HashMap::new(),
+            prev_procs: HashMap::new(),
             psi_cgroups,
             cpuacct,
             prev_cpuacct: Vec::new(),
@@ -125,23 +129,44 @@ impl Sensor {
         let mut per_node = vec![0.0; topo.nodes.len()];
         let mut now = HashMap::with_capacity(self.prev_threads.len());
         let mut buf = String::new();
+        let mut procs_now = HashMap::new();
         for &pid in pids {
+            // A process pinned inside one node runs all its threads there (new ones inherit the
+            // mask): its aggregate /proc/<pid>/stat is enough, one read instead of one per thread.
+            let pinned = procfs.affinity(pid).and_then(|m| topo.node_containing(&m));
+            if let Some(n) = pinned {
+                if let Some(st) = procfs.proc_stat(pid, &mut buf) {
+                    let before = self.prev_procs.get(&pid).copied().unwrap_or(st.cpu_ticks);
+                    per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
+                    procs_now.insert(pid, st.cpu_ticks);
+                }
+                continue;
+            }
             for tid in procfs.tids(pid) {
                 let Some(st) = procfs.task_stat(pid, tid, &mut buf) else {
                     continue;
                 };
-                let before = match self.prev_threads.get(&tid) {
-                    Some(&b) => b,
-                    None if self.prev_threads.contains_key(&pid) => 0,
-                    None => st.cpu_ticks,
+                let (before, was_on) = match self.prev_threads.get(&tid) {
+                    Some(&(ticks, cpu)) => (ticks, Some(cpu)),
+                    None if self.prev_threads.contains_key(&pid) => (0, None),
+                    None => (st.cpu_ticks, None),
                 };
-                if let Some(n) = topo.node_of_cpu(st.processor) {
-                    per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
+                let secs = delta(st.cpu_ticks, before) as f64 / self.hz;
+                // A thread seen on another node at the previous sample hopped during the interval:
+                // half its time goes to each node (last-CPU attribution alone can make the LC node
+                // look idle and a BE-only node look pressured).
+                let last = topo.node_of_cpu(st.processor);
+                let first = was_on.and_then(|c| topo.node_of_cpu(c)).or(last);
+                for (node, share) in [(first, 0.5), (last, 0.5)] {
+                    if let Some(n) = node {
+                        per_node[n] += secs * share;
+                    }
                 }
-                now.insert(tid, st.cpu_ticks);
+                now.insert(tid, (st.cpu_ticks, st.processor));
             }
         }
         self.prev_threads = now;
+        self.prev_procs = procs_now;
         per_node
     }
 
@@ -323,6 +348,34 @@ mod tests {
             .unwrap();
         assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
         assert!((r[1].load - 0.2).abs() < 1e-12, "{r:?}");
+        // Next second the thread is found on CPU 1: it hopped, so its 40 ticks split 20/20.
+        crate::select::tests::fake_proc(root, 50, "be", 0, 1, 1100);
+        write_stat_total(root, 1200, &[(150, 0), (70, 0)]);
+        let r = s
+            .sample(&p, &topo, &sel.candidates(&p).0, 1.0)
+            .unwrap()
+            .unwrap();
+        assert!((r[0].load - 0.3).abs() < 1e-12, "{r:?}");
+        assert!((r[1].load - 0.3).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn a_process_pinned_to_a_node_is_charged_there_from_its_aggregate_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        // Its main thread last ran on CPU 0 (a stale value), but its mask is CPU 1 only.
+        crate::select::tests::fake_proc(root, 60, "be", 0, 0, 500);
+        fs::write(root.join("60/status"), "Name:\tbe\nCpus_allowed_list:\t1\n").unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[60], 1.0).unwrap();
+        crate::select::tests::fake_proc(root, 60, "be", 0, 0, 540);
+        write_stat_total(root, 1100, &[(50, 0), (90, 0)]);
+        let r = s.sample(&p, &topo, &[60], 1.0).unwrap().unwrap();
+        assert!((r[0].load - 0.5).abs() < 1e-12, "{r:?}");
+        assert!((r[1].load - 0.5).abs() < 1e-12, "{r:?}");
     }
 
     #[test]
