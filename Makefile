@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 CARGO_TEST := cargo test --release --workspace --exclude colosched-py
 export CARGO_TERM_PROGRESS_WHEN = never
 
-.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static
+.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static bench-agent
 
 demo: build
 	$(VENV)/bin/colosched demo --out out
@@ -52,6 +52,16 @@ lint: venv
 
 bench: build
 	$(PY) bench/run.py
+
+# The node agent's benchmark (cycle CPU, shell baseline ratio, reaction, memory; ~4 min) and the
+# thesis's memcached + BE experiment (docs/agent-experiment.md; ~35 min). Root, 2 CPUs.
+bench-agent: build agent-static
+	@command -v memcached >/dev/null && command -v cc >/dev/null || { apt-get update -qq && \
+		apt-get install -y -qq memcached gcc >/dev/null; }
+	-@systemctl disable --now memcached >/dev/null 2>&1 || true
+	$(PY) bench/agent_perf.py
+	$(PY) bench/agent_experiment.py --rounds 6 --duration 40 \
+		--configs lc-only be-unmanaged be-pin0 agent-coarse agent-fine --quiet-wait 180
 
 clean:
 	rm -rf target out $(VENV) python/colosched/_native*.so

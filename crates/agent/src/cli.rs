@@ -202,7 +202,11 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             }
             Ok(0)
         }
-        "run" => run(load_config(&a)?).map_err(Failure::Runtime),
+        "run" => {
+            // A config the system cannot honour (no NUMA nodes, no cpuset twin) is a config error.
+            let agent = Agent::new(load_config(&a)?).map_err(Failure::Usage)?;
+            run(agent).map_err(Failure::Runtime)
+        }
         other => Err(Failure::Usage(format!(
             "unknown command {other:?}\n{USAGE}"
         ))),
@@ -250,9 +254,8 @@ impl Drop for Signals {
     }
 }
 
-fn run(cfg: Config) -> Result<i32, String> {
+fn run(mut agent: Agent) -> Result<i32, String> {
     let signals = Signals::block();
-    let mut agent = Agent::new(cfg)?;
     let c = &agent.cfg;
     log(&format!(
         "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s; actuator {:?}{}",

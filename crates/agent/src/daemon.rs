@@ -57,6 +57,8 @@ pub struct Agent {
     /// Processes the agent pinned: node and thread count, so new threads are made to follow.
     placed: HashMap<(i32, u64), (usize, u64)>,
     cpusets: Vec<PathBuf>,
+    /// BE processes found the last time the selectors were read.
+    be_tasks: usize,
     pub metrics: Arc<Mutex<Metrics>>,
     log: Option<Box<dyn Write + Send>>,
 }
@@ -162,6 +164,7 @@ impl Agent {
             moved_at: HashMap::new(),
             placed: HashMap::new(),
             cpusets,
+            be_tasks: 0,
             metrics: Arc::new(Mutex::new(metrics)),
             log,
             threshold,
@@ -220,19 +223,25 @@ impl Agent {
         let (cpu0, wall0) = (thread_cpu_ms(), Instant::now());
         self.cycle += 1;
         // The cheap part, every cycle: which pids are BE, and the sensor's counters.
-        let (pids, selector_errors) = self.selector.candidates(&self.procfs);
-        let mut errors = selector_errors.len() as u64;
-        for e in selector_errors {
-            self.actuator.errors.add("selector", e);
-        }
         let dt = self.last_sample.map_or(self.cfg.interval_s, |t| {
             wall0.duration_since(t).as_secs_f64()
         });
         self.last_sample = Some(wall0);
-        let Some(readings) = self.sensor.sample(&self.procfs, &self.topo, &pids, dt)? else {
+        // Which pids are BE is read only when needed: by the per-thread busy sensor every cycle,
+        // else only when some node is pressured (reading cgroup.procs of 1,000 tasks costs about
+        // 1.5 ms in cgroup v1, most of a quiet cycle).
+        let mut errors = 0;
+        let mut pids = None;
+        if self.sensor.needs_be_pids() {
+            pids = Some(self.candidates(&mut errors));
+        }
+        let sampled =
+            self.sensor
+                .sample(&self.procfs, &self.topo, pids.as_deref().unwrap_or(&[]), dt)?;
+        let Some(readings) = sampled else {
             let cpu_ms = thread_cpu_ms() - cpu0;
             return Ok(Cycle {
-                tasks: pids.len(),
+                tasks: pids.map_or(0, |p| p.len()),
                 cpu_ms,
                 ..Cycle::default()
             });
@@ -245,9 +254,13 @@ impl Agent {
             .iter()
             .map(|&s| s >= self.cfg.hysteresis)
             .collect();
+        if over.contains(&true) && pids.is_none() {
+            pids = Some(self.candidates(&mut errors));
+        }
+        let pids = pids.unwrap_or_default();
         let loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
         let mut cycle = Cycle {
-            tasks: pids.len(),
+            tasks: self.be_tasks,
             ..Cycle::default()
         };
         // Per-process files are read only when a pressured node is one BE tasks may run on:
@@ -297,6 +310,17 @@ impl Agent {
         cycle.wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
         self.record(&cycle, errors);
         Ok(cycle)
+    }
+
+    /// The BE pids now; selector problems are counted as errors.
+    fn candidates(&mut self, errors: &mut u64) -> Vec<i32> {
+        let (pids, selector_errors) = self.selector.candidates(&self.procfs);
+        *errors += selector_errors.len() as u64;
+        for e in selector_errors {
+            self.actuator.errors.add("selector", e);
+        }
+        self.be_tasks = pids.len();
+        pids
     }
 
     /// The decision's view of each BE process. CPU use is measured since the previous detailed
@@ -483,7 +507,8 @@ impl Agent {
             "cycle_wall_ms": c.wall_ms,
             "errors": errors,
         });
-        let _ = writeln!(log, "{line}");
+        // One write per line (Display of a JSON value writes token by token).
+        let _ = log.write_all(format!("{line}\n").as_bytes());
         let _ = log.flush();
     }
 

@@ -54,7 +54,8 @@ pub struct Guards {
 impl Guards {
     /// The core's limits for the agent: every BE task is migratable unless cooling down
     /// (priority 1), any batch may move (moving an idle task's mask costs nothing and keeps it off
-    /// the LC node when it wakes), and `warning_threshold` caps a receiver's load.
+    /// the LC node when it wakes), and `warning_threshold` caps a receiver's load (not the
+    /// source's LC load too, as the thesis's fine does: BE usage is not part of these loads).
     pub fn new(warning_threshold: f64, max_moves: usize, min_improvement: f64) -> Guards {
         let limits = Limits {
             warning_threshold,
@@ -62,6 +63,7 @@ impl Guards {
             migratable_max_cpu_below: f64::INFINITY,
             min_profit: -1.0,
             max_moves,
+            cap_at_source_load: false,
         };
         Guards {
             limits,
@@ -151,12 +153,18 @@ pub fn decide(
     }
     // Algorithm 3-1 pins every task: unpinned BE tasks the plan left where they are (on a
     // receiver, or on a calm node) are pinned there, so the scheduler cannot wander them onto
-    // the pressured node.
+    // the pressured node — if that node is calm by the same margin a move would need.
+    let hottest = d
+        .hot
+        .iter()
+        .map(|&h| loads[h])
+        .fold(f64::NEG_INFINITY, f64::max);
     for (i, t) in tasks.iter().enumerate() {
         if !moved[i]
             && !t.pinned
             && t.movable
             && !over[t.node]
+            && hottest - loads[t.node] >= guards.min_improvement
             && d.moves.len() < guards.limits.max_moves
         {
             d.moves.push(Planned {
@@ -173,6 +181,8 @@ pub fn decide(
             "{skipped} move(s) skipped: onto a pressured node, or improvement below min_improvement {}",
             guards.min_improvement
         );
+    } else if d.moves.is_empty() && tasks.iter().any(|t| !t.movable) {
+        d.note = "nothing movable now (cool-down or min_task_age_s)".into();
     } else if d.moves.is_empty() {
         d.note = "the policy found nothing that fits".into();
     }
@@ -312,12 +322,42 @@ mod tests {
     }
 
     #[test]
+    fn no_settle_on_a_node_barely_calmer_than_the_pressured_one() {
+        // [0.09, 0.10] with threshold 0.1: node 1 is pressured, node 0 only 0.01 calmer.
+        let a = be(1, 10);
+        let d = run(
+            Policy::Coarse,
+            &[0.09, 0.10],
+            &[false, true],
+            &[view(&a, 0, false, 0.5)],
+        );
+        assert!(d.moves.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn fine_moves_a_be_task_bigger_than_the_source_lc_load() {
+        // LC pressure 0.2 on node 0, a BE hog using 0.8 there: it must still be able to leave.
+        let a = be(1, 10);
+        let d = run(
+            Policy::Fine(Order::CpuUsage),
+            &[0.2, 0.0],
+            &[true, false],
+            &[view(&a, 0, true, 0.8)],
+        );
+        assert_eq!(
+            d.moves.iter().map(|m| (m.from, m.to)).collect::<Vec<_>>(),
+            vec![(0, 1)]
+        );
+    }
+
+    #[test]
     fn cooling_tasks_stay() {
         let a = be(1, 10);
         let mut v = view(&a, 0, true, 0.3);
         v.movable = false;
         let d = run(Policy::Coarse, &[0.9, 0.0], &[true, false], &[v]);
         assert!(d.moves.is_empty());
+        assert!(d.note.contains("cool-down"), "{d:?}");
     }
 
     #[test]

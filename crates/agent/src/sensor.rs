@@ -107,6 +107,11 @@ impl Sensor {
         }
     }
 
+    /// The per-thread busy sensor needs the BE pids every cycle; the others need none.
+    pub fn needs_be_pids(&self) -> bool {
+        self.kind == SensorKind::Busy && self.cpuacct.is_empty()
+    }
+
     /// How the busy sensor learns the BE time, for the start-up log.
     pub fn be_time_source(&self) -> &'static str {
         if self.cpuacct.is_empty() {

@@ -53,10 +53,6 @@ impl State {
         }
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.tasks.is_empty() && self.files.is_empty()
-    }
-
     pub fn load(path: &Path) -> Result<State, String> {
         let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
         serde_json::from_str(&text)

@@ -24,6 +24,10 @@ pub struct Limits {
     pub min_profit: f64,
     /// At most this many moves per cell per cycle.
     pub max_moves: usize,
+    /// `fine`'s can_hold also keeps a receiver under its source's load (the thesis's rule). The
+    /// node agent turns it off: its loads are LC pressure, which elastic BE tasks do not add to,
+    /// and it applies its own no-overshoot rule on them.
+    pub cap_at_source_load: bool,
 }
 
 impl Default for Limits {
@@ -34,6 +38,7 @@ impl Default for Limits {
             migratable_max_cpu_below: 0.025,
             min_profit: 0.0,
             max_moves: usize::MAX,
+            cap_at_source_load: true,
         }
     }
 }
@@ -233,7 +238,11 @@ fn fine(cell: &Cell, limits: &Limits, order: Order, rng: &mut Rng) -> Vec<Move> 
         let mut next = removed.into_iter().peekable();
         // can_hold: a receiver stays under the warning line and under the source's load as it
         // was before this source gave anything (both batches are chosen before either moves).
-        let limit = limits.warning_threshold.min(loads[src]);
+        let limit = if limits.cap_at_source_load {
+            limits.warning_threshold.min(loads[src])
+        } else {
+            limits.warning_threshold
+        };
         for (rank, &dst) in receivers.iter().enumerate() {
             let mut util = 0.0;
             let mut batch = Vec::new();

@@ -369,3 +369,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn fine_cap_at_source_load_can_be_turned_off() {
+    // The node agent's cell: loads are LC pressure only, so a BE task's usage can exceed its
+    // source's load; with the thesis's cap it never fits anywhere.
+    let cell = Cell {
+        nodes: vec![
+            Node {
+                load: 0.2,
+                tasks: vec![be(1, 0.4)],
+            },
+            Node {
+                load: 0.0,
+                tasks: vec![],
+            },
+        ],
+    };
+    let thesis = Limits {
+        warning_threshold: 1.0,
+        ..Limits::default()
+    };
+    assert!(plan("fine", &cell, &thesis).is_empty());
+    let agent = Limits {
+        cap_at_source_load: false,
+        ..thesis
+    };
+    assert_eq!(moved(&plan("fine", &cell, &agent)), vec![(1, 0, 1)]);
+}
