@@ -118,7 +118,23 @@ impl State {
         if self.applied.is_empty() {
             return r;
         }
-        // Forks and threads born after the move: find them by the mask they inherited.
+        // Forks and threads born after the move: find them by the mask they inherited. A fork
+        // in flight during one pass (it copied the mask before its parent was restored, and shows
+        // in /proc only after the pass listed it) is caught by the next: passes repeat until one
+        // finds nothing, at least two and at most five.
+        for pass in 0..5 {
+            let fixed = self.restore_inherited(procfs, &mut r);
+            if fixed == 0 && pass > 0 {
+                break;
+            }
+        }
+        r
+    }
+
+    /// One pass over /proc for threads carrying an applied mask; returns how many were restored.
+    fn restore_inherited(&self, procfs: &Procfs, r: &mut Restored) -> usize {
+        let mut buf = String::new();
+        let mut fixed = 0;
         for pid in procfs.pids() {
             let Some(st) = procfs.proc_stat(pid, &mut buf) else {
                 continue;
@@ -139,13 +155,16 @@ impl State {
                     continue;
                 };
                 match set_affinity(tid, &parse_cpulist(&mask).unwrap_or_default()) {
-                    Ok(()) => r.inherited += 1,
+                    Ok(()) => {
+                        r.inherited += 1;
+                        fixed += 1;
+                    }
                     Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
                     Err(e) => r.errors.count(&e, &format!("restore tid {tid}")),
                 }
             }
         }
-        r
+        fixed
     }
 
     /// The saved mask of the nearest recorded process among `pid` and its ancestors.
