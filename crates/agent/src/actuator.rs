@@ -142,6 +142,20 @@ impl Actuator {
         if self.dry_run || moves.is_empty() {
             return Ok(0);
         }
+        // A thread created while the pass runs, by a thread not yet pinned, inherits the old mask:
+        // passes repeat until one finds nothing left to pin (at most 3).
+        let mut total = 0;
+        for _ in 0..3 {
+            let set = self.pin_pass(moves)?;
+            total += set;
+            if set == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn pin_pass(&mut self, moves: &[(&BeTask, &[usize])]) -> Result<usize, String> {
         let mut plan = Vec::new();
         let mut buf = String::new();
         for &(task, cpus) in moves {
@@ -167,6 +181,9 @@ impl Actuator {
                 plan.push((tid, cpus));
             }
             self.state.applied.insert(format_cpulist(cpus));
+        }
+        if plan.is_empty() {
+            return Ok(0);
         }
         self.state.save(&self.state_path)?;
         let mut set = 0;
