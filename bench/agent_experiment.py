@@ -48,6 +48,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchutil import remove_cgroups
+
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work"
 SRC = REPO / "bench" / "loadgen"
@@ -172,17 +174,7 @@ class Procs:
 def remove_cgroup() -> None:
     """rmdir our BE cgroup; its tasks are ours and already stopped (a dying task may linger
     a moment, hence the retries)."""
-    for cgroup in (CGROUP, ACCT):
-        for _ in range(50):
-            try:
-                cgroup.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            print(f"warning: could not remove {cgroup}", file=sys.stderr)
+    remove_cgroups([CGROUP, ACCT])
 
 
 def free_port() -> int:

@@ -53,6 +53,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from benchutil import remove_cgroups, table
+
 REPO = Path(__file__).resolve().parent.parent
 WORK = REPO / "bench" / ".work" / "agent_perf"  # own subdirectory: other benchmarks share bench/.work
 BE_SRC = REPO / "bench" / "agent" / "be_task.c"
@@ -82,14 +84,6 @@ def median(xs: list[float]) -> float | None:
 
 def fmt(x: float | None, digits: int = 2) -> str:
     return "—" if x is None else f"{x:,.{digits}f}"
-
-
-def table(title: str, header: list[str], rows: list[list]) -> None:
-    print(f"\n### {title}\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r) + " |")
 
 
 def machine_busy() -> tuple[int, int]:
@@ -187,17 +181,7 @@ class Children:
             # be_task's children die with it (PR_SET_PDEATHSIG); sweep the group anyway.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(p.pid, signal.SIGKILL)
-        for cg in reversed(self.cgroups):
-            for _ in range(50):  # killed tasks leave the cgroup only once reaped
-                try:
-                    cg.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            else:
-                print(f"warning: could not remove cgroup {cg}", file=sys.stderr)
+        remove_cgroups(list(reversed(self.cgroups)))
 
 
 def build_be_task() -> Path:

@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchutil import table
+
 from colosched import cluster
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,14 +37,6 @@ def best_of(n: int, fn):
         value = fn()
         times.append(time.perf_counter() - t0)
     return min(times), value
-
-
-def table(title: str, header: list[str], rows: list[list]) -> None:
-    print(f"\n### {title}\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(str(x) for x in r) + " |")
 
 
 def bench_ingest() -> None:
@@ -108,6 +102,8 @@ def replay_in_child(root: Path, machines: int, policy: str = "fine:mem_usage") -
     """Replays in a fresh process (ingest from cache, then replay); returns times and peak RSS."""
     code = f"""
 import json, resource, time
+from benchutil import table
+
 from colosched import cluster
 t0 = time.perf_counter(); trace = cluster.load({str(root)!r}); t1 = time.perf_counter()
 r = cluster.run(trace, {policy!r}, machines={machines}, threads=1)

@@ -458,3 +458,24 @@ def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bi
         for p in procs:
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize(
+    "args, code, text",
+    [
+        (["run", "--config", "x.toml", "--bogus"], 2, 'unknown argument "--bogus"'),
+        (["plan", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml")], 2, "only `plan --once`"),
+        (["run"], 2, "--config FILE is required"),
+        (["check-config", "--config", "/nonexistent.toml"], 2, "/nonexistent.toml"),
+        (
+            ["run", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml"), "--metrics", "x"],
+            2,
+            "--metrics:",
+        ),
+        (["restore", "--state-file", "/nonexistent/state.json"], 0, "nothing to restore"),
+    ],
+)
+def test_bad_command_lines_and_a_missing_state_file(agent_bin, args, code, text):
+    r = subprocess.run([str(agent_bin), *args], capture_output=True, text=True, timeout=10)
+    assert r.returncode == code, r.stderr
+    assert text in r.stdout + r.stderr
