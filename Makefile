@@ -45,6 +45,8 @@ py-test: build
 	$(VENV)/bin/pytest -q
 
 lint: venv
+	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
+	shellcheck $$(git ls-files '*.sh')
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff check python tests bench scripts

@@ -85,6 +85,7 @@ node2_ticks() {
 # TASK_TICKS: utime + stime of pid $1 (its comm has no spaces: the hogs are all `sh`).
 task_ticks() {
     read -r line <"/proc/$1/stat"
+    # shellcheck disable=SC2086 # split into the stat fields, on purpose
     set -- $line
     TASK_TICKS=$((${14} + ${15}))
 }
@@ -114,7 +115,8 @@ all_be_have_mask() {
 }
 
 # --- the machine ---------------------------------------------------------------------------------
-nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
+nodes=0
+for _ in /sys/devices/system/node/node[0-9]*; do nodes=$((nodes + 1)); done
 ALL=$(cat /sys/devices/system/cpu/online)
 echo "E2E machine nodes=$nodes all_cpus=$ALL"
 for d in /sys/devices/system/node/node[0-9]*; do
@@ -183,7 +185,7 @@ scenario() {
     fi
     uptime_cs
     t0=$UPTIME_CS
-    $AGENT run --config $CONF --policy "$policy" --decision-log "$log" >/run/agent-$policy.out 2>&1 &
+    $AGENT run --config $CONF --policy "$policy" --decision-log "$log" >"/run/agent-$policy.out" 2>&1 &
     agent=$!
     # Poll 4 times per interval until no BE hog may run on node 2, for at most MAX_INTERVALS
     # intervals after the agent's start; moved = the intervals that took, rounded up.
@@ -220,16 +222,16 @@ scenario() {
     rc=$?
     restore_rc=none
     if [ "$sig" = KILL ]; then
-        timeout 30 $AGENT restore --state-file $STATE >/run/restore-$policy.out 2>&1
+        timeout 30 $AGENT restore --state-file $STATE >"/run/restore-$policy.out" 2>&1
         restore_rc=$?
-        block "restore-$policy" /run/restore-$policy.out
+        block "restore-$policy" "/run/restore-$policy.out"
     fi
     if all_be_have_mask "$ALL"; then restored=yes; else restored=no; fi
     be_masks "$policy-after"
     uptime_cs
     echo "E2E $policy moved_after_intervals=$moved restored=$restored alive_before_signal=$alive_before" \
         "signal=$sig agent_rc=$rc restore_rc=$restore_rc centiseconds=$((UPTIME_CS - t0))"
-    block "agent-$policy" /run/agent-$policy.out
+    block "agent-$policy" "/run/agent-$policy.out"
     block "decisions-$policy" "$log"
 }
 

@@ -6,7 +6,8 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
 
-nodes=$(ls -d /sys/devices/system/node/node[0-9]* | wc -l)
+nodes=0
+for _ in /sys/devices/system/node/node[0-9]*; do nodes=$((nodes + 1)); done
 echo "SMOKE machine nodes=$nodes cpus_online=$(cat /sys/devices/system/cpu/online)"
 for d in /sys/devices/system/node/node[0-9]*; do
     echo "SMOKE node id=${d##*node} cpus=$(cat "$d/cpulist")"

@@ -3,7 +3,7 @@
 //! EINVAL: the mask is outside its cpuset; EIO/EPERM: an IRQ that cannot move) are counted and
 //! logged, never fatal.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -14,16 +14,25 @@ use crate::state::{SavedTask, State};
 use crate::topology::format_cpulist;
 
 pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
-    // SAFETY: cpu_set_t is plain data; the kernel writes at most its size.
-    unsafe {
+    const WORDS: usize = std::mem::size_of::<libc::cpu_set_t>() / 8;
+    // SAFETY: cpu_set_t is a plain bit array of WORDS u64s; the kernel writes at most its size.
+    let words: [u64; WORDS] = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok((0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect())
+        std::mem::transmute(set)
+    };
+    // Word by word (testing all 1,024 bits one at a time was 5 % of a move's CPU).
+    let mut cpus = Vec::new();
+    for (i, &w) in words.iter().enumerate() {
+        let mut w = w;
+        while w != 0 {
+            cpus.push(i * 64 + w.trailing_zeros() as usize);
+            w &= w - 1;
+        }
     }
+    Ok(cpus)
 }
 
 pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
@@ -108,6 +117,9 @@ impl ErrorCounts {
     }
 }
 
+/// A process to pin, its CPUs, and the threads of it this pass looks at.
+type Batch<'a> = (&'a BeTask, &'a [usize], Vec<i32>);
+
 /// A kernel file to overwrite (cpuset.cpus, smp_affinity_list, a workqueue's cpumask).
 pub struct FileWrite {
     pub path: PathBuf,
@@ -138,54 +150,122 @@ impl Actuator {
     /// Pins every thread of each task to its CPU list. The originals of threads not seen before
     /// go to the state file first; if it cannot be written nothing is changed and the error is
     /// returned. Returns the number of threads whose mask was set.
-    pub fn pin(&mut self, moves: &[(&BeTask, &[usize])]) -> Result<usize, String> {
+    ///
+    /// `thread_lists`: the BE cgroups' thread lists (`tasks`, `cgroup.threads`) when `moves`
+    /// holds every process in them; else empty.
+    pub fn pin(
+        &mut self,
+        moves: &[(&BeTask, &[usize])],
+        thread_lists: &[PathBuf],
+    ) -> Result<usize, String> {
         if self.dry_run || moves.is_empty() {
             return Ok(0);
         }
-        // A thread created while the pass runs, by a thread not yet pinned, inherits the old mask:
-        // passes repeat until one finds nothing left to pin (at most 3).
+        // A thread created while a pass runs, by a thread not yet pinned, inherits the old mask:
+        // later passes look for threads no earlier pass saw, until one finds none (at most 3).
+        let mut seen = HashSet::new();
+        let mut batch: Vec<Batch> = moves
+            .iter()
+            .map(|&(t, cpus)| {
+                let tids = if t.num_threads == 1 {
+                    vec![t.pid]
+                } else {
+                    self.procfs.tids(t.pid)
+                };
+                (t, cpus, tids)
+            })
+            .collect();
         let mut total = 0;
         for _ in 0..3 {
-            let set = self.pin_pass(moves)?;
+            let set = self.pin_pass(&batch, &mut seen)?;
             total += set;
             if set == 0 {
                 break;
             }
+            batch = self.born_since(moves, &seen, thread_lists);
         }
         Ok(total)
     }
 
-    fn pin_pass(&mut self, moves: &[(&BeTask, &[usize])]) -> Result<usize, String> {
+    /// Threads of the moved processes that no pass has seen: from the cgroups' thread lists
+    /// (one read each) if given, else by listing every moved process's threads again.
+    fn born_since<'a>(
+        &self,
+        moves: &[(&'a BeTask, &'a [usize])],
+        seen: &HashSet<i32>,
+        thread_lists: &[PathBuf],
+    ) -> Vec<Batch<'a>> {
+        if thread_lists.is_empty() {
+            return moves
+                .iter()
+                .map(|&(t, cpus)| {
+                    let tids = self.procfs.tids(t.pid);
+                    (
+                        t,
+                        cpus,
+                        tids.into_iter().filter(|x| !seen.contains(x)).collect(),
+                    )
+                })
+                .collect();
+        }
+        let by_pid: HashMap<i32, (&BeTask, &[usize])> =
+            moves.iter().map(|&(t, cpus)| (t.pid, (t, cpus))).collect();
+        let mut born: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for list in thread_lists {
+            let text = fs::read_to_string(list).unwrap_or_default();
+            let tids = text.lines().filter_map(|l| l.trim().parse::<i32>().ok());
+            for tid in tids.filter(|t| !seen.contains(t)) {
+                // A process that joined the cgroup after the selectors were read is not moving.
+                if let Some(pid) = self.procfs.tgid(tid).filter(|p| by_pid.contains_key(p)) {
+                    born.entry(pid).or_default().push(tid);
+                }
+            }
+        }
+        born.into_iter()
+            .map(|(pid, tids)| (by_pid[&pid].0, by_pid[&pid].1, tids))
+            .collect()
+    }
+
+    /// One pass. A thread whose original is already recorded is set without reading its mask
+    /// first (one syscall, not two).
+    fn pin_pass(&mut self, batch: &[Batch], seen: &mut HashSet<i32>) -> Result<usize, String> {
         let mut plan = Vec::new();
-        let mut buf = String::new();
-        for &(task, cpus) in moves {
-            for tid in self.procfs.tids(task.pid) {
-                let Ok(now) = get_affinity(tid) else { continue }; // gone
-                if now == cpus {
+        let mut recorded = false;
+        for (task, cpus, tids) in batch {
+            let cpus: &[usize] = cpus;
+            for &tid in tids {
+                if !seen.insert(tid) {
                     continue;
                 }
-                if !self.state.tasks.contains_key(&tid) {
-                    let Some(st) = self.procfs.task_stat(task.pid, tid, &mut buf) else {
+                let known = self
+                    .state
+                    .tasks
+                    .get(&tid)
+                    .is_some_and(|s| (s.pid, s.starttime) == (task.pid, task.starttime));
+                if !known {
+                    let Ok(now) = get_affinity(tid) else { continue }; // gone
+                    if now == cpus {
                         continue;
-                    };
+                    }
                     let mask = self.state.original_for(task.pid, task.ppid, &now);
-                    self.state.tasks.insert(
-                        tid,
-                        SavedTask {
-                            pid: task.pid,
-                            starttime: st.starttime,
-                            mask,
-                        },
-                    );
+                    let saved = SavedTask {
+                        pid: task.pid,
+                        starttime: task.starttime,
+                        mask,
+                    };
+                    self.state.tasks.insert(tid, saved);
+                    recorded = true;
                 }
                 plan.push((tid, cpus));
             }
-            self.state.applied.insert(format_cpulist(cpus));
+            recorded |= self.state.applied.insert(format_cpulist(cpus));
         }
         if plan.is_empty() {
             return Ok(0);
         }
-        self.state.save(&self.state_path)?;
+        if recorded {
+            self.state.save(&self.state_path)?;
+        }
         let mut set = 0;
         for (tid, cpus) in plan {
             match set_affinity(tid, cpus) {

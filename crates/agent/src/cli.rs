@@ -258,7 +258,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
     let signals = Signals::block();
     let c = &agent.cfg;
     log(&format!(
-        "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s; actuator {:?}{}",
+        "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s, {} sample(s) per interval; actuator {:?}{}",
         agent.topo.nodes.len(),
         agent.topo.source,
         agent.sensor_kind().name(),
@@ -268,6 +268,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
         c.hysteresis,
         c.policy,
         c.interval_s,
+        agent.samples_per_interval(),
         c.mode,
         if c.dry_run { "; DRY RUN: nothing will be changed" } else { "" }
     ));
@@ -285,7 +286,9 @@ fn run(mut agent: Agent) -> Result<i32, String> {
             agent.topo.nodes[0].id
         ));
     }
-    let interval = Duration::from_secs_f64(agent.cfg.interval_s);
+    // One cycle per sample: the sensor keeps the last interval's samples and judges that window.
+    let interval =
+        Duration::from_secs_f64(agent.cfg.interval_s / agent.samples_per_interval() as f64);
     let mut next = std::time::Instant::now();
     let result = loop {
         match agent.step(true) {

@@ -34,6 +34,8 @@ pub struct Config {
     /// `None` = the sensor's default (steal 50 ticks, busy 0.5, psi 10 %).
     pub threshold: Option<f64>,
     pub hysteresis: u32,
+    /// Samples per interval (`None` = the sensor's default: 5, or 1 for per-thread BE time).
+    pub samples_per_interval: Option<usize>,
     pub psi_cgroups: Vec<PathBuf>,
     pub be_cgroups: Vec<PathBuf>,
     pub be_comm: Option<String>,
@@ -63,6 +65,7 @@ impl Default for Config {
             sensor: SensorKind::Auto,
             threshold: None,
             hysteresis: 2,
+            samples_per_interval: None,
             psi_cgroups: Vec::new(),
             be_cgroups: Vec::new(),
             be_comm: None,
@@ -132,7 +135,13 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("topology", &["pseudo_nodes", "procfs_root", "sysfs_root"]),
     (
         "sensor",
-        &["kind", "threshold", "hysteresis", "psi_cgroups"],
+        &[
+            "kind",
+            "threshold",
+            "hysteresis",
+            "samples_per_interval",
+            "psi_cgroups",
+        ],
     ),
     ("be", &["cgroups", "comm", "pid_files"]),
     ("actuator", &["mode", "migrate_memory", "all_os_activities"]),
@@ -324,6 +333,11 @@ impl Config {
         })? {
             c.hysteresis = h as u32;
         }
+        c.samples_per_interval = sensor
+            .checked("samples_per_interval", "an integer from 1 to 50", |x| {
+                x.fract() == 0.0 && (1.0..=50.0).contains(&x)
+            })?
+            .map(|x| x as usize);
         c.psi_cgroups = sensor.paths("psi_cgroups")?;
         c.be_cgroups = be.paths("cgroups")?;
         c.be_comm = be.str("comm")?.map(str::to_string);
@@ -422,6 +436,8 @@ mod tests {
         assert!(err("policy = \"random\"\n[be]\ncomm = \"x\"").starts_with("policy:"));
         assert!(err("[sensor]\nkind = \"heat\"").starts_with("sensor.kind:"));
         assert!(err("[sensor]\nhysteresis = 1.5").starts_with("sensor.hysteresis:"));
+        assert!(err("[sensor]\nsamples_per_interval = 0")
+            .starts_with("sensor.samples_per_interval: must be an integer"));
         assert!(err("[be]\ncomm = \"(\"").starts_with("be.comm: bad regex"));
         assert!(err("[be]\ncgroups = \"/x\"").starts_with("be.cgroups: expected a list"));
         assert!(err("[be]\ncomm = \"x\"\n[limits]\ncooldown = 3")

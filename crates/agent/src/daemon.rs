@@ -22,6 +22,15 @@ use crate::sensor::{NodeReading, Sensor};
 use crate::state::State;
 use crate::topology::{format_cpulist, Topology};
 
+/// A full look at the BE tasks (selectors, masks, /proc stat) that moved nothing.
+#[derive(Debug)]
+struct Look {
+    over: Vec<bool>,
+    at: Instant,
+    /// Some BE task could run on a pressured node (but the guards left it there).
+    reachable: bool,
+}
+
 /// What one cycle saw and did.
 #[derive(Debug, Default)]
 pub struct Cycle {
@@ -47,8 +56,11 @@ pub struct Agent {
     hz: f64,
     rng: Rng,
     cycle: u64,
-    last_sample: Option<Instant>,
+    started: Instant,
+    /// Consecutive samples each node was over threshold.
     streak: Vec<u32>,
+    /// The last full look at the BE tasks, if it moved nothing (see `steady`).
+    last_look: Option<Look>,
     /// CPU ticks of each BE process at the previous cycle, keyed by (pid, starttime).
     prev_ticks: HashMap<(i32, u64), (u64, u64)>,
     prev_scan: Option<Instant>,
@@ -57,11 +69,20 @@ pub struct Agent {
     /// Processes the agent pinned: node and thread count, so new threads are made to follow.
     placed: HashMap<(i32, u64), (usize, u64)>,
     cpusets: Vec<PathBuf>,
+    /// The BE cgroups' thread lists, when every BE selector is a cgroup: after moving all BE
+    /// processes, one read of these finds threads born during the move.
+    thread_lists: Vec<PathBuf>,
     /// BE processes found the last time the selectors were read.
     be_tasks: usize,
     pub metrics: Arc<Mutex<Metrics>>,
     log: Option<Box<dyn Write + Send>>,
 }
+
+/// A pressured node on which BE used less than this share of its CPUs since the previous sample
+/// has no BE work worth moving.
+const BE_IDLE: f64 = 0.01;
+/// How long a full look that found nothing to move stays good, in intervals.
+const RECHECK_INTERVALS: f64 = 10.0;
 
 fn now_unix() -> f64 {
     SystemTime::now()
@@ -120,6 +141,7 @@ impl Agent {
         let hz = clock_ticks();
         // The busy sensor reads BE time from cpuacct when every BE selector is a cgroup that has
         // one (one file per cycle instead of one per thread).
+        // (Whatever the sensor, that file also tells a pressured node with no BE work on it.)
         let only_cgroups =
             cfg.be_comm.is_none() && cfg.be_pid_files.is_empty() && !cfg.all_os_activities;
         let acct: Vec<Option<PathBuf>> = cfg
@@ -127,6 +149,16 @@ impl Agent {
             .iter()
             .map(|cg| controller_dir(cg, "cpuacct", "cpuacct.usage_percpu"))
             .collect();
+        let thread_lists = if only_cgroups {
+            (cfg.be_cgroups.iter())
+                .map(|cg| match cg.join("tasks") {
+                    v1 if v1.exists() => v1,
+                    _ => cg.join("cgroup.threads"),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let cpuacct = if only_cgroups && acct.iter().all(Option::is_some) {
             acct.into_iter().flatten().collect()
         } else {
@@ -145,9 +177,11 @@ impl Agent {
                     .map_err(|e| format!("decision_log {}: {e}", p.display()))?,
             )),
         };
+        let mut sensor = Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct);
+        sensor.samples = cfg.samples_per_interval.unwrap_or(sensor.default_samples());
         Ok(Agent {
             selector,
-            sensor: Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct),
+            sensor,
             actuator: Actuator::new(procfs.clone(), cfg.state_file.clone(), cfg.dry_run),
             guards: Guards::new(
                 cfg.warning_threshold,
@@ -157,13 +191,15 @@ impl Agent {
             hz,
             rng: Rng::new(0x5eed),
             cycle: 0,
-            last_sample: None,
+            started: Instant::now(),
             streak: vec![0; topo.nodes.len()],
+            last_look: None,
             prev_ticks: HashMap::new(),
             prev_scan: None,
             moved_at: HashMap::new(),
             placed: HashMap::new(),
             cpusets,
+            thread_lists,
             be_tasks: 0,
             metrics: Arc::new(Mutex::new(metrics)),
             log,
@@ -181,6 +217,11 @@ impl Agent {
 
     pub fn be_time_source(&self) -> &'static str {
         self.sensor.be_time_source()
+    }
+
+    /// How many samples the sensor takes per interval (the loop's period is interval / this).
+    pub fn samples_per_interval(&self) -> usize {
+        self.sensor.samples
     }
 
     /// A state file left by an agent that died is restored before this one starts; one owned by
@@ -209,7 +250,7 @@ impl Agent {
         let sel = self.selector.select(&self.procfs);
         let cpus = self.topo.nodes[0].cpus.clone();
         let moves: Vec<(&BeTask, &[usize])> = sel.tasks.iter().map(|t| (t, &cpus[..])).collect();
-        let n = self.actuator.pin(&moves)?;
+        let n = self.actuator.pin(&moves, &[])?;
         let writes = os_writes(&self.cfg, &cpus);
         Ok(n + self.actuator.write_files(&writes)?)
     }
@@ -218,15 +259,10 @@ impl Agent {
         (t.pid, t.starttime)
     }
 
-    /// One cycle: sample, decide, act, log.
+    /// One cycle (one sample): sample, decide, act, log.
     pub fn step(&mut self, act: bool) -> Result<Cycle, String> {
         let (cpu0, wall0) = (thread_cpu_ms(), Instant::now());
         self.cycle += 1;
-        // The cheap part, every cycle: which pids are BE, and the sensor's counters.
-        let dt = self.last_sample.map_or(self.cfg.interval_s, |t| {
-            wall0.duration_since(t).as_secs_f64()
-        });
-        self.last_sample = Some(wall0);
         // Which pids are BE is read only when needed: by the per-thread busy sensor every cycle,
         // else only when some node is pressured (reading cgroup.procs of 1,000 tasks costs about
         // 1.5 ms in cgroup v1, most of a quiet cycle).
@@ -235,9 +271,13 @@ impl Agent {
         if self.sensor.needs_be_pids() {
             pids = Some(self.candidates(&mut errors));
         }
-        let sampled =
-            self.sensor
-                .sample(&self.procfs, &self.topo, pids.as_deref().unwrap_or(&[]), dt)?;
+        let now_s = wall0.duration_since(self.started).as_secs_f64();
+        let sampled = self.sensor.sample(
+            &self.procfs,
+            &self.topo,
+            pids.as_deref().unwrap_or(&[]),
+            now_s,
+        )?;
         let Some(readings) = sampled else {
             let cpu_ms = thread_cpu_ms() - cpu0;
             return Ok(Cycle {
@@ -249,16 +289,30 @@ impl Agent {
         for (s, r) in self.streak.iter_mut().zip(&readings) {
             *s = if r.raw >= self.threshold { *s + 1 } else { 0 };
         }
-        let over: Vec<bool> = self
-            .streak
-            .iter()
-            .map(|&s| s >= self.cfg.hysteresis)
-            .collect();
+        // `hysteresis` intervals over threshold: the window of this sample and of the samples of
+        // the `hysteresis - 1` intervals before it.
+        let needed = (self.cfg.hysteresis - 1) * self.sensor.samples as u32 + 1;
+        let over: Vec<bool> = self.streak.iter().map(|&s| s >= needed).collect();
+        let loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
+        if let Some(note) = self.steady(&over, wall0) {
+            let cycle = Cycle {
+                tasks: self.be_tasks,
+                readings,
+                decision: Decision {
+                    note: note.into(),
+                    ..Decision::default()
+                },
+                cpu_ms: thread_cpu_ms() - cpu0,
+                wall_ms: wall0.elapsed().as_secs_f64() * 1e3,
+                ..Cycle::default()
+            };
+            self.record(&cycle, errors);
+            return Ok(cycle);
+        }
         if over.contains(&true) && pids.is_none() {
             pids = Some(self.candidates(&mut errors));
         }
         let pids = pids.unwrap_or_default();
-        let loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
         let mut cycle = Cycle {
             tasks: self.be_tasks,
             ..Cycle::default()
@@ -290,6 +344,11 @@ impl Agent {
                 self.cycle,
             );
             self.remember_ticks(&sel.tasks, wall0);
+            self.last_look = cycle.decision.moves.is_empty().then(|| Look {
+                over: over.clone(),
+                at: wall0,
+                reachable: true,
+            });
             if act {
                 let before = self.actuator.errors.total();
                 cycle.changed = self.apply(&cycle.decision, &sel.tasks)?
@@ -298,6 +357,11 @@ impl Agent {
             }
         } else {
             let hot = over.contains(&true);
+            self.last_look = hot.then(|| Look {
+                over: over.clone(),
+                at: wall0,
+                reachable: false,
+            });
             cycle.decision.note = if hot {
                 "no BE task can run on a pressured node"
             } else {
@@ -310,6 +374,32 @@ impl Agent {
         cycle.wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
         self.record(&cycle, errors);
         Ok(cycle)
+    }
+
+    /// Whether this sample can skip the full look (reading the selectors, every BE mask and
+    /// /proc stat: most of a cycle's CPU), and why. Only while the same nodes are pressured as at
+    /// the last look, which moved nothing:
+    /// - if it found no BE task able to run on them and BE used no CPU there since the previous
+    ///   sample (a BE task that appeared there, or had its mask widened, would have), until it is
+    ///   `RECHECK_INTERVALS` old; BE CPU time there means a look now;
+    /// - else (BE tasks the guards kept in place, or no BE time to tell) until it is an interval
+    ///   old: the decision is retaken once an interval, not at every sample.
+    fn steady(&self, over: &[bool], now: Instant) -> Option<&'static str> {
+        let look = self.last_look.as_ref()?;
+        if look.over != over || !over.contains(&true) {
+            return None;
+        }
+        let age = now.duration_since(look.at).as_secs_f64() / self.cfg.interval_s;
+        let be_idle = (self.sensor.recent_be.as_ref())
+            .map(|be| over.iter().zip(be).all(|(&o, &b)| !o || b < BE_IDLE));
+        match (look.reachable, be_idle) {
+            (false, Some(true)) if age < RECHECK_INTERVALS => {
+                Some("no BE CPU time on the pressured node(s) since the last look")
+            }
+            (false, Some(false)) => None,
+            _ if age < 1.0 => Some("the last look, less than an interval ago, could move nothing"),
+            _ => None,
+        }
     }
 
     /// The BE pids now; selector problems are counted as errors.
@@ -396,7 +486,12 @@ impl Agent {
                 .iter()
                 .filter_map(|m| Some((*by_pid.get(&m.pid)?, &self.topo.nodes[m.to].cpus[..])))
                 .collect();
-            changed += self.actuator.pin(&moves)?;
+            let lists = if moves.len() == tasks.len() {
+                &self.thread_lists[..]
+            } else {
+                &[]
+            };
+            changed += self.actuator.pin(&moves, lists)?;
         } else {
             // cpuset mode: the BE cgroups get the CPUs of every node that holds BE after the plan.
             let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
@@ -471,7 +566,7 @@ impl Agent {
             .iter()
             .map(|&(t, n)| (t, &self.topo.nodes[n].cpus[..]))
             .collect();
-        self.actuator.pin(&moves)
+        self.actuator.pin(&moves, &[])
     }
 
     fn record(&mut self, c: &Cycle, errors: u64) {
@@ -574,4 +669,114 @@ pub fn os_writes(cfg: &Config, cpus: &[usize]) -> Vec<FileWrite> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::select::tests::fake_proc;
+
+    /// /proc/stat with `busy` ticks on CPU 0 and `busy1` on CPU 1, `total` ticks each.
+    fn stat2(root: &Path, total: u64, busy: u64, busy1: u64) {
+        let (idle, idle1) = (total - busy, total - busy1);
+        let text = format!("cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu1 {busy1} 0 0 {idle1} 0 0 0 0 0 0\n");
+        fs::write(root.join("stat"), text).unwrap();
+    }
+
+    fn stat(root: &Path, total: u64, busy: u64) {
+        stat2(root, total, busy, 0)
+    }
+
+    fn fake_agent(dir: &Path, mask: &str, interval_s: f64) -> Agent {
+        let (proc_root, cg) = (dir.join("proc"), dir.join("cg"));
+        fake_proc(&proc_root, 50, "be", 0, 1, 100);
+        fs::write(
+            proc_root.join("50/status"),
+            format!("Cpus_allowed_list:\t{mask}\n"),
+        )
+        .unwrap();
+        fs::create_dir_all(&cg).unwrap();
+        fs::write(cg.join("cgroup.procs"), "50\n").unwrap();
+        fs::write(cg.join("cpuacct.usage_percpu"), "0 0\n").unwrap();
+        Agent::new(Config {
+            interval_s,
+            procfs_root: proc_root,
+            pseudo_nodes: Some(vec!["0".into(), "1".into()]),
+            sensor: SensorKind::Busy,
+            hysteresis: 1,
+            samples_per_interval: Some(1),
+            be_cgroups: vec![cg],
+            state_file: dir.join("state.json"),
+            cooldown_s: 0.0,
+            ..Config::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_look_that_moved_nothing_is_retaken_once_an_interval() {
+        // Both nodes pressured, the BE task may run on both: nothing can move (never onto a
+        // pressured node). Samples 50 ms apart; the interval is 0.4 s.
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = fake_agent(dir.path(), "0-1", 0.4);
+        let notes: Vec<String> = (1..=10u64)
+            .map(|i| {
+                std::thread::sleep(Duration::from_millis(50));
+                stat2(&dir.path().join("proc"), 1000 + i * 10, i * 10, i * 10);
+                agent.step(false).unwrap().decision.note
+            })
+            .collect();
+        let looks = notes.iter().filter(|n| n.contains("skipped")).count();
+        let skips = notes
+            .iter()
+            .filter(|n| n.starts_with("the last look"))
+            .count();
+        assert_eq!(looks + skips, 9, "{notes:?}");
+        assert!(
+            (2..=4).contains(&looks),
+            "one look per 0.4 s over 0.45 s: {notes:?}"
+        );
+    }
+
+    /// A fake tree: an LC load on node 0, one BE process (pid 50) in a cgroup with cpuacct,
+    /// pinned to node 1. Only the gate is under test: nothing real is read or changed.
+    #[test]
+    fn steady_state_skips_the_scan_until_be_runs_on_the_pressured_node() {
+        let dir = tempfile::tempdir().unwrap();
+        let (proc_root, cg) = (dir.path().join("proc"), dir.path().join("cg"));
+        let mut agent = fake_agent(dir.path(), "1", 1.0);
+        let acct =
+            |ns0: u64| fs::write(cg.join("cpuacct.usage_percpu"), format!("{ns0} 0\n")).unwrap();
+        let mut t = 1000;
+        // The agent's clock is real: 50 ms between samples, so BE seconds mean what they say.
+        let mut step = |agent: &mut Agent| {
+            std::thread::sleep(Duration::from_millis(50));
+            t += 100;
+            stat(&proc_root, t, t - 1000);
+            agent.step(false).unwrap().decision
+        };
+        step(&mut agent); // the first sample has nothing to compare with
+        assert_eq!(
+            step(&mut agent).note,
+            "no BE task can run on a pressured node"
+        );
+        assert!(agent.last_look.is_some(), "that look is remembered");
+        let steady = "no BE CPU time on the pressured node(s) since the last look";
+        assert_eq!(step(&mut agent).note, steady);
+        // Someone widens the BE task's mask: with no BE CPU time on node 0 the gate holds ...
+        fs::write(proc_root.join("50/status"), "Cpus_allowed_list:\t0-1\n").unwrap();
+        assert_eq!(step(&mut agent).note, steady);
+        // ... until BE runs there (10 ms of BE time on CPU 0): then the agent looks and moves it.
+        acct(10_000_000);
+        let d = step(&mut agent);
+        assert_eq!(
+            d.moves.iter().map(|m| (m.pid, m.to)).collect::<Vec<_>>(),
+            [(50, 1)],
+            "{d:?}"
+        );
+        assert!(
+            agent.last_look.is_none(),
+            "a look that moved is not a reason to skip"
+        );
+    }
 }

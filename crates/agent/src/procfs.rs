@@ -188,6 +188,16 @@ impl Procfs {
         crate::topology::parse_cpulist(list).ok()
     }
 
+    /// The process a thread belongs to (`Tgid:` of /proc/<tid>/status).
+    pub fn tgid(&self, tid: i32) -> Option<i32> {
+        let text = fs::read_to_string(self.root.join(format!("{tid}/status"))).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))?
+            .trim()
+            .parse()
+            .ok()
+    }
+
     pub fn comm(&self, pid: i32) -> Option<String> {
         let text = fs::read_to_string(self.root.join(format!("{pid}/comm"))).ok()?;
         Some(text.trim_end_matches('\n').to_string())
@@ -236,6 +246,27 @@ pub fn clock_ticks() -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_thread_is_mapped_to_its_process() {
+        // Our own threads, read for real: the main thread and a spawned one share our pid.
+        let p = Procfs::new("/proc");
+        let me = std::process::id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            done_rx.recv().ok(); // alive until the checks are done
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(p.tgid(tid), Some(me));
+        assert_eq!(p.tgid(me), Some(me));
+        assert_eq!(p.tgid(i32::MAX), None, "no such task");
+        done_tx.send(()).unwrap();
+        t.join().unwrap();
+    }
 
     #[test]
     fn stat_lines_skip_aggregate_and_fill_old_kernels() {

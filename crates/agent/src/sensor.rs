@@ -1,12 +1,14 @@
-//! Sensors: per-node pressure from LC work, read-only. Each cycle's reading compares the
-//! cumulative counters now with those of the previous cycle.
+//! Sensors: per-node pressure from LC work, read-only. Each reading compares the cumulative
+//! counters now with those of one interval ago: the sensor samples `samples` times per interval
+//! and keeps the last interval's snapshots, so a load step is seen a fraction of an interval
+//! after it happens instead of at the end of the interval it fell in.
 //!
 //! - `steal`: steal ticks summed over the node's CPUs (thesis Algorithm 3-1).
 //! - `busy`: the node's busy ticks minus the BE threads' ticks, each thread attributed to the
 //!   node of the CPU it last ran on: the CPU time of everything that is not BE.
 //! - `psi`: `some avg10` of each node's LC cgroup2 `cpu.pressure`.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -73,11 +75,25 @@ impl SensorKind {
     }
 }
 
-/// Remembers the previous cycle's counters and turns the next ones into per-node readings.
+/// The cumulative counters at one sample.
+struct Snapshot {
+    at_s: f64,
+    stat: Vec<(usize, CpuTicks)>,
+    /// BE CPU seconds per node since the sensor started (when it has a BE time source).
+    be: Vec<f64>,
+}
+
+/// Keeps the last interval's counters and turns each new sample into per-node readings over
+/// the interval that ends now.
 pub struct Sensor {
     pub kind: SensorKind,
+    /// Samples per interval: the window holds `samples + 1` snapshots.
+    pub samples: usize,
     hz: f64,
-    prev_stat: Option<Vec<(usize, CpuTicks)>>,
+    window: VecDeque<Snapshot>,
+    be_total: Vec<f64>,
+    /// BE load per node (fraction of its CPUs) between the last two samples, if BE time is known.
+    pub recent_be: Option<Vec<f64>>,
     /// Per BE thread: cumulative ticks and the CPU it was on, at the previous sample.
     prev_threads: HashMap<i32, (u64, usize)>,
     /// Per BE process pinned inside one node: cumulative ticks at the previous sample.
@@ -97,8 +113,11 @@ impl Sensor {
     ) -> Sensor {
         Sensor {
             kind,
+            samples: 1,
             hz,
-            prev_stat: None,
+            window: VecDeque::new(),
+            be_total: Vec::new(),
+            recent_be: None,
             prev_threads: HashMap::new(),
             prev_procs: HashMap::new(),
             psi_cgroups,
@@ -110,6 +129,16 @@ impl Sensor {
     /// The per-thread busy sensor needs the BE pids every cycle; the others need none.
     pub fn needs_be_pids(&self) -> bool {
         self.kind == SensorKind::Busy && self.cpuacct.is_empty()
+    }
+
+    /// Samples per interval when the config gives none: 5 when a sample is cheap, 1 for the
+    /// per-thread busy sensor (it reads every BE thread's stat file at each sample).
+    pub fn default_samples(&self) -> usize {
+        if self.needs_be_pids() {
+            1
+        } else {
+            5
+        }
     }
 
     /// How the busy sensor learns the BE time, for the start-up log.
@@ -203,27 +232,52 @@ impl Sensor {
         Ok(per_node)
     }
 
-    /// Reads the counters and returns per-node readings over the `dt_s` seconds since the previous
-    /// call, or `None` on the first call (nothing to compare with yet).
+    /// Reads the counters at `now_s` (seconds on a monotonic clock) and returns per-node readings
+    /// over the window since the oldest snapshot kept (one interval once the window is full), or
+    /// `None` on the first call (nothing to compare with yet). BE time comes from cpuacct
+    /// whatever the sensor, when the BE cgroups have it; from the threads for the busy sensor.
     pub fn sample(
         &mut self,
         procfs: &Procfs,
         topo: &Topology,
         be_pids: &[i32],
-        dt_s: f64,
+        now_s: f64,
     ) -> Result<Option<Vec<NodeReading>>, String> {
         let stat = procfs.stat()?;
-        let be = match self.kind {
-            SensorKind::Busy if self.cpuacct.is_empty() => {
-                Some(self.be_seconds_from_threads(procfs, topo, be_pids))
+        let be_step = if !self.cpuacct.is_empty() {
+            Some(self.be_seconds_from_cpuacct(topo)?)
+        } else if self.kind == SensorKind::Busy {
+            Some(self.be_seconds_from_threads(procfs, topo, be_pids))
+        } else {
+            None
+        };
+        self.be_total.resize(topo.nodes.len(), 0.0);
+        if let Some(step) = &be_step {
+            for (t, s) in self.be_total.iter_mut().zip(step) {
+                *t += s;
             }
-            SensorKind::Busy => Some(self.be_seconds_from_cpuacct(topo)?),
-            _ => None,
-        };
-        let Some(prev) = self.prev_stat.replace(stat.clone()) else {
+        }
+        let last_s = self.window.back().map(|s| s.at_s);
+        self.recent_be = be_step.zip(last_s).map(|(step, at)| {
+            let dt = (now_s - at).max(1e-3);
+            (step.iter().zip(&topo.nodes))
+                .map(|(s, node)| s / (dt * node.cpus.len() as f64))
+                .collect()
+        });
+        self.window.push_back(Snapshot {
+            at_s: now_s,
+            stat,
+            be: self.be_total.clone(),
+        });
+        while self.window.len() > self.samples.max(1) + 1 {
+            self.window.pop_front();
+        }
+        if self.window.len() < 2 {
             return Ok(None);
-        };
-        let before: HashMap<usize, CpuTicks> = prev.into_iter().collect();
+        }
+        let (first, last) = (&self.window[0], &self.window[self.window.len() - 1]);
+        let (stat, dt_s) = (&last.stat, last.at_s - first.at_s);
+        let before: HashMap<usize, CpuTicks> = first.stat.iter().copied().collect();
         let mut out = Vec::with_capacity(topo.nodes.len());
         for (n, node) in topo.nodes.iter().enumerate() {
             let (mut steal, mut busy, mut total) = (0u64, 0u64, 0u64);
@@ -248,7 +302,7 @@ impl Sensor {
             let (raw, load) = match self.kind {
                 SensorKind::Steal => (steal as f64, steal as f64 / ticks),
                 SensorKind::Busy => {
-                    let be_s = be.as_ref().map_or(0.0, |b| b[n]);
+                    let be_s = last.be[n] - first.be[n];
                     let lc = (busy as f64 / ticks - be_s / wall).max(0.0);
                     (lc, lc)
                 }
@@ -315,7 +369,7 @@ mod tests {
         write_stat_total(dir.path(), 1000, &[(0, 0), (0, 10), (0, 0), (0, 0)]);
         let mut s = Sensor::new(SensorKind::Steal, 100.0, vec![], vec![]);
         assert!(
-            s.sample(&p, &topo, &[], 2.0).unwrap().is_none(),
+            s.sample(&p, &topo, &[], 0.0).unwrap().is_none(),
             "first sample has no interval"
         );
         write_stat_total(dir.path(), 1200, &[(0, 30), (0, 40), (0, 5), (0, 0)]);
@@ -343,7 +397,7 @@ mod tests {
         };
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
         write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &sel.candidates(&p).0, 1.0).unwrap();
+        s.sample(&p, &topo, &sel.candidates(&p).0, 0.0).unwrap();
         // One second later: CPU 0 ran 100 ticks, 60 of them the BE thread; CPU 1 ran 20 ticks.
         crate::select::tests::fake_proc(root, 50, "be", 0, 0, 1060);
         write_stat_total(root, 1100, &[(100, 0), (20, 0)]);
@@ -357,7 +411,7 @@ mod tests {
         crate::select::tests::fake_proc(root, 50, "be", 0, 1, 1100);
         write_stat_total(root, 1200, &[(150, 0), (70, 0)]);
         let r = s
-            .sample(&p, &topo, &sel.candidates(&p).0, 1.0)
+            .sample(&p, &topo, &sel.candidates(&p).0, 2.0)
             .unwrap()
             .unwrap();
         assert!((r[0].load - 0.3).abs() < 1e-12, "{r:?}");
@@ -375,7 +429,7 @@ mod tests {
         fs::write(root.join("60/status"), "Name:\tbe\nCpus_allowed_list:\t1\n").unwrap();
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
         write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[60], 1.0).unwrap();
+        s.sample(&p, &topo, &[60], 0.0).unwrap();
         crate::select::tests::fake_proc(root, 60, "be", 0, 0, 540);
         write_stat_total(root, 1100, &[(50, 0), (90, 0)]);
         let r = s.sample(&p, &topo, &[60], 1.0).unwrap().unwrap();
@@ -398,7 +452,7 @@ mod tests {
         )
         .unwrap();
         write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[], 1.0).unwrap();
+        s.sample(&p, &topo, &[], 0.0).unwrap();
         // 0.6 s of BE time on CPU 0, 0.1 s on CPU 1.
         fs::write(
             acct.join("cpuacct.usage_percpu"),
@@ -411,7 +465,7 @@ mod tests {
         assert!((r[1].load - 0.1).abs() < 1e-12, "{r:?}");
         fs::write(acct.join("cpuacct.usage_percpu"), "x\n").unwrap();
         assert!(s
-            .sample(&p, &topo, &[], 1.0)
+            .sample(&p, &topo, &[], 2.0)
             .unwrap_err()
             .contains("cpuacct.usage_percpu"));
     }
@@ -425,10 +479,59 @@ mod tests {
         let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
         write_stat_total(dir.path(), 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[], 1.0).unwrap();
+        s.sample(&p, &topo, &[], 0.0).unwrap();
         write_stat_total(dir.path(), 1050, &[(50, 0), (10, 0)]);
         let r = s.sample(&p, &topo, &[], 1.0).unwrap().unwrap();
         assert_eq!((r[0].load, r[1].load), (1.0, 0.2));
+    }
+
+    #[test]
+    fn readings_cover_the_last_interval_at_every_sample() {
+        // 4 samples per 1 s interval, 100 ticks/s: CPU 0 goes fully busy at t = 0.5 s.
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        s.samples = 4;
+        let mut loads = Vec::new();
+        for i in 0..8u64 {
+            let busy = (i * 25).saturating_sub(50);
+            write_stat_total(dir.path(), 1000 + i * 25, &[(busy, 0), (0, 0)]);
+            let r = s.sample(&p, &topo, &[], i as f64 * 0.25).unwrap();
+            loads.push(r.map(|r| r[0].load));
+        }
+        // Until the window is full it spans what it has; then exactly the last second.
+        let want = [None, Some(0.0), Some(0.0), Some(25.0 / 75.0), Some(0.5)];
+        for (got, want) in loads.iter().zip(want) {
+            assert_eq!(
+                got.map(|x| (x * 1e9).round()),
+                want.map(|x: f64| (x * 1e9).round())
+            );
+        }
+        assert_eq!(&loads[5..], &[Some(0.75), Some(1.0), Some(1.0)]);
+        assert_eq!(s.window.len(), 5, "samples + 1 snapshots kept");
+    }
+
+    #[test]
+    fn recent_be_is_the_last_step_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        let acct = root.join("acct");
+        fs::create_dir_all(&acct).unwrap();
+        let mut s = Sensor::new(SensorKind::Steal, 100.0, vec![], vec![acct.clone()]);
+        s.samples = 2;
+        let mut step = |t: f64, ns: &str| {
+            fs::write(acct.join("cpuacct.usage_percpu"), ns).unwrap();
+            write_stat_total(root, 1000 + (t * 100.0) as u64, &[(0, 0), (0, 0)]);
+            s.sample(&p, &topo, &[], t).unwrap();
+            s.recent_be.clone()
+        };
+        assert_eq!(step(0.0, "0 0"), None, "no step before the first sample");
+        // 0.25 s of BE time on CPU 0 in a 0.5 s step: half of node 0.
+        assert_eq!(step(0.5, "250000000 0"), Some(vec![0.5, 0.0]));
+        assert_eq!(step(1.0, "250000000 0"), Some(vec![0.0, 0.0]));
     }
 
     #[test]

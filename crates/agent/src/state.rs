@@ -1,7 +1,7 @@
 //! The state file: every original affinity and kernel file content the agent changed, written
 //! atomically *before* each change, so `restore` can put everything back even after SIGKILL.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -15,7 +15,8 @@ use crate::topology::{format_cpulist, parse_cpulist};
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SavedTask {
     pub pid: i32,
-    /// The thread's start time: a reused tid is not ours to restore.
+    /// The start time of the thread's process (state version 1: of the thread itself): a reused
+    /// pid is not ours to restore.
     pub starttime: u64,
     /// The original affinity, as a CPU list.
     pub mask: String,
@@ -47,7 +48,7 @@ pub struct Restored {
 impl State {
     pub fn new() -> State {
         State {
-            version: 1,
+            version: 2,
             agent_pid: std::process::id(),
             ..State::default()
         }
@@ -100,10 +101,19 @@ impl State {
             }
         }
         let mut buf = String::new();
+        let mut started: HashMap<i32, Option<u64>> = HashMap::new();
         for (&tid, saved) in &self.tasks {
-            let alive = procfs
-                .task_stat(saved.pid, tid, &mut buf)
-                .is_some_and(|s| s.starttime == saved.starttime);
+            let thread = procfs.task_stat(saved.pid, tid, &mut buf);
+            let alive = match thread {
+                Some(t) if self.version < 2 => t.starttime == saved.starttime,
+                Some(_) => {
+                    *started
+                        .entry(saved.pid)
+                        .or_insert_with(|| Some(procfs.proc_stat(saved.pid, &mut buf)?.starttime))
+                        == Some(saved.starttime)
+                }
+                None => false,
+            };
             if !alive {
                 r.gone += 1;
                 continue;
