@@ -534,7 +534,14 @@ def agent_session(
                 skipped.append({"hog_node": on, "threads_on_other_node": n_away, "stray_moves": stray})
                 if n_away * 2 > len(tids):
                     on = away
-                set_all(tids, cpuset(NODES[on]))  # a consistent start for the next attempt
+                # A consistent start for the next attempt, made the way the actuator under test
+                # places tasks: in cpuset mode through the cpuset, since a per-thread mask set
+                # here would stay as each thread's requested mask, and the kernel would keep
+                # it when the agent puts the cpuset back on exit (a "not restored" of ours).
+                if actuator == "cpuset":
+                    (Path("/sys/fs/cgroup/cpuset") / cgroup.name / "cpuset.cpus").write_text(NODES[on])
+                else:
+                    set_all(tids, cpuset(NODES[on]))
                 continue
             os.sched_setaffinity(hog.pid, cpuset(NODES[on]))
             c0, b0 = proc_cpu_ns(ag.pid), machine_busy()
