@@ -444,12 +444,13 @@ impl MemoryThresholdWatcher {
                     let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
                     fs::write(&control, &msg).map_err(|e| {
                         bad(format!(
-                            "{} refused threshold {} of {} ({} = {} bytes): {e}",
+                            "{} refused threshold {} of {} ({} = {} bytes): {}",
                             control.display(),
                             i + 1,
                             w.lines.len(),
                             line.label,
-                            line.bytes
+                            line.bytes,
+                            sys::explain(&e)
                         ))
                     })?;
                     w.v1_fds.push(efd);

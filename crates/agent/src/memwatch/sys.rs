@@ -10,17 +10,25 @@ pub fn eventfd() -> Result<OwnedFd, String> {
     // SAFETY: eventfd has no pointer arguments; a valid return is a new fd we own.
     let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
     if fd < 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(match e.raw_os_error() {
-            Some(libc::EMFILE) => format!(
-                "eventfd: {e} (the open-file limit, `ulimit -n` = {}, is too low for this many thresholds)",
-                nofile_limit()
-            ),
-            _ => format!("eventfd: {e}"),
-        });
+        return Err(format!(
+            "eventfd: {}",
+            explain(&std::io::Error::last_os_error())
+        ));
     }
     // SAFETY: fd is a fresh descriptor nobody else owns.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// An error, with what to do about the ones a big watch runs into.
+pub fn explain(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::EMFILE) => format!(
+            "{e} (the open-file limit, `ulimit -n` = {}, is too low: each threshold needs one fd)",
+            nofile_limit()
+        ),
+        Some(libc::ENOMEM) => format!("{e} (the kernel could not allocate the registration)"),
+        _ => e.to_string(),
+    }
 }
 
 fn nofile_limit() -> u64 {
