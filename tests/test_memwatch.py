@@ -359,6 +359,43 @@ def test_colosched_memwatch_goes_through_the_same_code(memcg, procs):
     cg.rmdir()
     assert p.wait(10) == 0
     assert " gone " in p.stdout.read().decode()
+    # Ctrl-C (SIGINT) inside the Python process: the Rust loop takes it, unregisters, exits 0.
+    cg = memcg("256M")
+    p = subprocess.Popen(
+        [str(COLOSCHED), "memwatch", "--cgroup", str(cg), "--threshold", "32M"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    procs.append(p)
+    err = Lines(p.stderr)
+    assert "watching" in (err.read(20) or "")
+    p.send_signal(signal.SIGINT)
+    assert p.wait(10) == 0
+    assert "unregistering" in (err.read(5) or "")
+
+
+@pytest.mark.parametrize("flags", [["--backend", "poll", "--period", "20"], ["--memsw"]])
+def test_polling_and_memsw_paths_see_the_same_crossings(agent, memcg, procs, flags):
+    cg = memcg("256M")
+    if "--memsw" in flags and not (cg / "memory.memsw.usage_in_bytes").exists():
+        pytest.skip("no swap accounting (memory.memsw.*) on this kernel")
+    p = subprocess.Popen(
+        [str(agent), "memwatch", "--cgroup", str(cg), "--json", "--threshold", "32M", *flags],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    procs.append(p)
+    first = Lines(p.stderr).read(10) or ""
+    assert ("poll: " in first and "every 20 ms" in first) if "poll" in flags else "memsw" in first, first
+    out = Lines(p.stdout)
+    child = Child(into=cg)
+    procs.append(child)
+    child.do("alloc 48")
+    (up,) = events(out, 1)
+    child.do("free")
+    (down,) = events(out, 1)
+    assert crossings([up, down]) == [("32M", "up"), ("32M", "down")]
+    assert up["backend"] == ("poll" if "poll" in flags else "v1")
 
 
 # ---- the Python API (colosched.memwatch over the Rust watcher) ----

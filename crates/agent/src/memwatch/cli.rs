@@ -5,6 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use super::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
@@ -160,47 +161,56 @@ fn log(msg: &str) {
     eprintln!("colosched memwatch: {msg}");
 }
 
-/// Blocks SIGTERM/SIGINT/SIGHUP for this thread while watching; polled between waits.
+/// The last SIGTERM/SIGINT/SIGHUP seen while watching (0: none).
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(sig, Ordering::SeqCst);
+}
+
+/// Handlers for SIGTERM/SIGINT/SIGHUP that only record the signal; the old ones are put back on
+/// drop. A handler rather than a blocked mask: inside the Python process (`colosched memwatch`)
+/// other threads (polars' pool) would take a signal that this thread blocked.
 struct Signals {
-    set: libc::sigset_t,
-    old: libc::sigset_t,
+    old: Vec<(i32, libc::sigaction)>,
 }
 
 impl Signals {
-    fn block() -> Signals {
-        // SAFETY: sigset manipulation on values we own.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                libc::sigaddset(&mut set, s);
+    fn catch() -> Signals {
+        SIGNALLED.store(0, Ordering::SeqCst);
+        let mut old = Vec::new();
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
+            unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+                libc::sigemptyset(&mut sa.sa_mask);
+                let mut prev: libc::sigaction = std::mem::zeroed();
+                if libc::sigaction(sig, &sa, &mut prev) == 0 {
+                    old.push((sig, prev));
+                }
             }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            Signals { set, old }
         }
+        Signals { old }
     }
 
     fn pending(&self) -> Option<i32> {
-        let ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: set and ts live for the call; a null siginfo is allowed.
-        let s = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
-        (s > 0).then_some(s)
+        let s = SIGNALLED.load(Ordering::SeqCst);
+        (s != 0).then_some(s)
     }
 }
 
 impl Drop for Signals {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `block`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+        for (sig, prev) in &self.old {
+            // SAFETY: puts back the handler saved in `catch`.
+            unsafe { libc::sigaction(*sig, prev, std::ptr::null_mut()) };
+        }
     }
 }
 
 fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, String> {
-    let signals = Signals::block();
+    let signals = Signals::catch();
     let mut children: Vec<Child> = Vec::new();
     let result = loop {
         // The wait wakes at once on an event; the timeout only bounds how late a signal is seen.
