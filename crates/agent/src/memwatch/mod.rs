@@ -567,6 +567,10 @@ impl MemoryThresholdWatcher {
         let mut wake = deadline;
         if self.poll_period.is_some() {
             wake = Some(wake.map_or(self.next_poll, |d| d.min(self.next_poll)));
+        } else if self.backend == Backend::V2 {
+            // Nothing else would notice the group's removal: look once a second.
+            let check = Instant::now() + Duration::from_secs(1);
+            wake = Some(wake.map_or(check, |d| d.min(check)));
         }
         let ready = sys::poll(
             &fds,

@@ -327,3 +327,14 @@ fn psi_trigger_fires_for_real_on_cpu_pressure() {
     let fired = sys::poll(&[(t.raw_fd(), libc::POLLPRI)], Some(Duration::from_secs(6))).unwrap();
     assert!(fired[0], "no PSI event in 6 s with 3 loops on one CPU");
 }
+
+#[test]
+fn v2_events_only_watch_notices_removal() {
+    let d = fake_v2(0, "max");
+    let mut w = MemoryThresholdWatcher::open(d.path(), &opts(&[])).unwrap();
+    assert!(!w.describe().contains("polling"), "{}", w.describe());
+    drop(d);
+    let ev = next_events(&mut w);
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0].direction, Direction::Gone);
+}
