@@ -37,7 +37,8 @@ _SLICE_S = 0.25
 @dataclass(frozen=True)
 class Event:
     """One notification. `direction` is "up", "down", "event" (a v2 memory.events counter or a
-    PSI trigger, named by `threshold`) or "gone" (the cgroup was removed: the last event)."""
+    PSI trigger, named by `threshold`) or "gone" (the cgroup was removed: the last event).
+    `monotonic_ns` is when the watcher woke and read `usage`, on `time.monotonic_ns()`'s clock."""
 
     time: float
     cgroup: str
@@ -48,6 +49,7 @@ class Event:
     limit: int | None
     count: int
     backend: str
+    monotonic_ns: int
 
 
 def _specs(thresholds: Iterable[ThresholdSpec]) -> list[str]:

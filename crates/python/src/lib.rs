@@ -596,6 +596,7 @@ impl MemWatch {
                 d.set_item("limit", e.limit)?;
                 d.set_item("count", e.count)?;
                 d.set_item("backend", e.backend.name())?;
+                d.set_item("monotonic_ns", e.monotonic_ns)?;
                 Ok(d)
             })
             .collect()

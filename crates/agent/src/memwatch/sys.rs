@@ -93,3 +93,14 @@ pub fn pread_u64(f: &File) -> Option<u64> {
     let n = f.read_at(&mut buf, 0).ok()?;
     std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok()
 }
+
+/// CLOCK_MONOTONIC in nanoseconds (the clock of Python's `time.monotonic_ns`).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid out-pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

@@ -5,6 +5,7 @@
 
 use super::*;
 use std::fs;
+use std::time::Instant;
 
 #[test]
 fn thresholds_parse_sizes_and_percentages() {
