@@ -3,8 +3,10 @@
 It answers `GET <key>` lines on a Unix socket with the length of the value, computing a 32 KiB value
 on a miss and keeping it forever. In its memory cgroup, that ends with the kernel's OOM killer —
 unless `--memwatch` is given: then `colosched.memwatch.on_threshold` tells it when the group's usage
-crosses the first threshold (it evicts the older half of the cache, runs gc and `malloc_trim`) and
-the second (it keeps only the newest tenth). It writes its counters (requests, hits, trims, seconds
+crosses the first threshold (a light trim: it evicts the oldest quarter of the cache and runs gc;
+the freed heap is reused for new entries, so usage grows more slowly but is not given back) and
+the second (a hard trim: it keeps only the newest tenth, runs gc and `malloc_trim` to give the
+memory back to the kernel). It writes its counters (requests, hits, trims, seconds
 spent trimming) as JSON to `--stats` after each trim and at exit.
 
     python memwatch_cache_server.py --socket /tmp/s --stats /tmp/stats.json \
@@ -54,14 +56,15 @@ class Server:
         return len(v)
 
     def trim(self, keep: float, hard: bool) -> None:
-        """Keeps the newest `keep` share of the cache, then gives the memory back to the kernel."""
+        """Keeps the newest `keep` share of the cache; a hard trim also gives the freed memory
+        back to the kernel."""
         t0 = time.perf_counter()
         with self.lock:
             drop = len(self.cache) - int(len(self.cache) * keep)
             for _ in range(drop):
                 self.cache.popitem(last=False)
         gc.collect()
-        if _libc is not None:
+        if hard and _libc is not None:
             _libc.malloc_trim(0)
         self.stats["trims"] += 1
         self.stats["hard_trims"] += int(hard)
@@ -93,7 +96,7 @@ def main() -> None:
         def on_event(ev: memwatch.Event) -> None:
             if ev.direction == "up":
                 is_hard = ev.threshold == hard
-                server.trim(keep=0.1 if is_hard else 0.5, hard=is_hard)
+                server.trim(keep=0.1 if is_hard else 0.75, hard=is_hard)
 
         handle = memwatch.on_threshold(a.cgroup, [soft, hard], on_event)
     signal.signal(signal.SIGTERM, lambda *_: (server.save(), os._exit(0)))
