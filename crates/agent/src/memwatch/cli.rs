@@ -16,6 +16,8 @@ pub const USAGE: &str =
          [--memsw] [--backend auto|v1|v2|poll] [--period MS] [--high SIZE|PCT] [--psi SPEC]
          [--direction up|down|both] [--exec CMD] [--signal SIG [--pid PID]…] [--json]
   SIZE is bytes or 512K, 256M, 1G; PCT is a percentage of the group's limit (80%).
+  --psi \"some 150000 2000000\" adds a PSI trigger on memory.pressure (cgroup v2); alone, without
+  --threshold, it also works on a v2 group without the memory controller.
   --exec runs `sh -c CMD` per event with COLOSCHED_THRESHOLD, COLOSCHED_THRESHOLD_BYTES,
   COLOSCHED_DIRECTION, COLOSCHED_USAGE, COLOSCHED_LIMIT, COLOSCHED_CGROUP, COLOSCHED_BACKEND set.
   --signal sends SIG (USR1, USR2, HUP, TERM, INT or a number) to each --pid, or without --pid to

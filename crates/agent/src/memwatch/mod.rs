@@ -15,6 +15,9 @@
 //!   thresholds); optional PSI trigger on `memory.pressure`.
 //! - `poll`: `memory.current` / `memory.usage_in_bytes` read every period (also forced with
 //!   `BackendChoice::Poll`, which is how the bench compares it with v1).
+//! - `psi`: a cgroup v2 group without the memory controller (a hybrid host whose memory controller
+//!   is on v1): only a PSI trigger on its `memory.pressure`, which still sees the stalls of its
+//!   processes, whatever v1 memory group limits them.
 
 mod order;
 mod psi;
@@ -137,6 +140,8 @@ pub enum Backend {
     V1,
     V2,
     Poll,
+    /// A cgroup v2 group without the memory controller: only its `memory.pressure` (PSI).
+    Psi,
 }
 
 impl Backend {
@@ -145,6 +150,7 @@ impl Backend {
             Backend::V1 => "v1",
             Backend::V2 => "v2",
             Backend::Poll => "poll",
+            Backend::Psi => "psi",
         }
     }
 }

@@ -60,8 +60,9 @@ pub fn eventfd_drain(fd: &OwnedFd) -> u64 {
     }
 }
 
-/// poll(2) on `(fd, events)`; returns which fds are ready. EINTR counts as "none ready".
-pub fn poll(fds: &[(i32, i16)], timeout: Option<Duration>) -> Result<Vec<bool>, String> {
+/// poll(2) on `(fd, events)`; returns each fd's `revents` (0: not ready). EINTR counts as "none
+/// ready".
+pub fn poll(fds: &[(i32, i16)], timeout: Option<Duration>) -> Result<Vec<i16>, String> {
     let mut p: Vec<libc::pollfd> = fds
         .iter()
         .map(|&(fd, events)| libc::pollfd {
@@ -79,11 +80,11 @@ pub fn poll(fds: &[(i32, i16)], timeout: Option<Duration>) -> Result<Vec<bool>, 
     if n < 0 {
         let e = std::io::Error::last_os_error();
         if e.raw_os_error() == Some(libc::EINTR) {
-            return Ok(vec![false; fds.len()]);
+            return Ok(vec![0; fds.len()]);
         }
         return Err(format!("poll: {e}"));
     }
-    Ok(p.iter().map(|x| x.revents != 0).collect())
+    Ok(p.iter().map(|x| x.revents).collect())
 }
 
 /// The number at the start of a one-number file (memory.current, memory.usage_in_bytes), read

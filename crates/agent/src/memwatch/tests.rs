@@ -326,7 +326,11 @@ fn psi_trigger_fires_for_real_on_cpu_pressure() {
         guard.1.push(c);
     }
     let fired = sys::poll(&[(t.raw_fd(), libc::POLLPRI)], Some(Duration::from_secs(6))).unwrap();
-    assert!(fired[0], "no PSI event in 6 s with 3 loops on one CPU");
+    assert_eq!(
+        fired[0],
+        libc::POLLPRI,
+        "no PSI event in 6 s with 3 loops on one CPU"
+    );
 }
 
 #[test]
@@ -338,4 +342,34 @@ fn v2_events_only_watch_notices_removal() {
     let ev = next_events(&mut w);
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0].direction, Direction::Gone);
+}
+
+#[test]
+fn a_v2_group_without_memory_controller_takes_a_psi_only_watch() {
+    // A fake tree: on a regular file the "trigger" is just written, never fires; the real
+    // trigger on memory.pressure is exercised end to end in tests/test_memwatch.py.
+    let d = tempfile::tempdir().unwrap();
+    fs::write(d.path().join("memory.pressure"), "").unwrap();
+    let psi = |th: &[&str]| WatchOptions {
+        psi: Some("some 20000 2000000".into()),
+        ..opts(th)
+    };
+    let e = MemoryThresholdWatcher::open(d.path(), &psi(&["1M"]))
+        .err()
+        .unwrap();
+    assert!(e.msg.contains("--psi SPEC without --threshold"), "{e}");
+    let mut w = MemoryThresholdWatcher::open(d.path(), &psi(&[])).unwrap();
+    assert_eq!(w.backend(), Backend::Psi);
+    assert_eq!(w.limit(), None);
+    assert!(
+        w.describe().contains("memory.pressure only"),
+        "{}",
+        w.describe()
+    );
+    assert!(w.wait(Some(Duration::from_millis(20))).unwrap().is_empty());
+    let gone = d.path().to_path_buf();
+    drop(d);
+    let ev = next_events(&mut w);
+    assert_eq!(ev.len(), 1, "{ev:?}");
+    assert_eq!((ev[0].direction, &ev[0].cgroup), (Direction::Gone, &gone));
 }

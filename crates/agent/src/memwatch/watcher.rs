@@ -68,9 +68,19 @@ impl MemoryThresholdWatcher {
             (BackendChoice::Auto | BackendChoice::V1, true, _) => Backend::V1,
             (BackendChoice::Auto | BackendChoice::V2, _, true) => Backend::V2,
             (BackendChoice::Poll, true, _) | (BackendChoice::Poll, _, true) => Backend::Poll,
+            (BackendChoice::Auto | BackendChoice::V2, false, false)
+                if has("memory.pressure")
+                    && opts.psi.is_some()
+                    && opts.thresholds.is_empty()
+                    && opts.high.is_none()
+                    && !opts.memsw =>
+            {
+                return Self::open_psi_only(cgroup, opts.psi.as_deref().expect("checked"));
+            }
             (_, false, false) => {
                 let why = if has("memory.pressure") {
-                    " (a cgroup v2 group without the memory controller: only memory.pressure)"
+                    " (a cgroup v2 group without the memory controller: only memory.pressure, \
+                     which a PSI-only watch can use: --psi SPEC without --threshold)"
                 } else {
                     ""
                 };
@@ -227,6 +237,7 @@ impl MemoryThresholdWatcher {
                     opts.poll_period.as_millis()
                 ));
             }
+            Backend::Psi => unreachable!("a PSI-only watch is made by open_psi_only"),
         }
         w.describe = parts.join("; ");
         // The kernel's side of each threshold is fixed at registration: read usage once now.
@@ -237,6 +248,33 @@ impl MemoryThresholdWatcher {
             w.above[i] = usage >= line.bytes;
         }
         Ok(w)
+    }
+
+    /// A cgroup v2 group without the memory controller: a PSI trigger on `memory.pressure` and
+    /// nothing else (no usage, no limit).
+    fn open_psi_only(cgroup: &Path, spec: &str) -> Result<Self, WatchError> {
+        let psi = PsiTrigger::open(&cgroup.join("memory.pressure"), spec).map_err(bad)?;
+        Ok(MemoryThresholdWatcher {
+            cgroup: cgroup.to_path_buf(),
+            backend: Backend::Psi,
+            describe: format!(
+                "psi: PSI trigger {spec:?} on memory.pressure only (a cgroup v2 group without \
+                 the memory controller: no usage, no thresholds)"
+            ),
+            lines: Vec::new(),
+            above: Vec::new(),
+            limit: None,
+            usage_path: cgroup.join("memory.pressure"),
+            usage_fd: None,
+            v1_fds: Vec::new(),
+            events: None,
+            psi: Some(psi),
+            high: None,
+            poll_period: None,
+            next_poll: Instant::now(),
+            stop: StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?)),
+            finished: false,
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -300,7 +338,7 @@ impl MemoryThresholdWatcher {
         let mut wake = deadline;
         if self.poll_period.is_some() {
             wake = Some(wake.map_or(self.next_poll, |d| d.min(self.next_poll)));
-        } else if self.backend == Backend::V2 {
+        } else if matches!(self.backend, Backend::V2 | Backend::Psi) {
             // Nothing else would notice the group's removal: look once a second.
             let check = Instant::now() + Duration::from_secs(1);
             wake = Some(wake.map_or(check, |d| d.min(check)));
@@ -309,7 +347,7 @@ impl MemoryThresholdWatcher {
             &fds,
             wake.map(|w| w.saturating_duration_since(Instant::now())),
         )?;
-        if ready[0] {
+        if ready[0] != 0 {
             sys::eventfd_drain(&self.stop.0);
             self.finish();
             return Ok(Vec::new());
@@ -317,13 +355,21 @@ impl MemoryThresholdWatcher {
         let mut counts = vec![0u64; self.lines.len()];
         let mut any_v1 = false;
         for (i, f) in self.v1_fds.iter().enumerate() {
-            if ready[1 + i] {
+            if ready[1 + i] != 0 {
                 counts[i] = sys::eventfd_drain(f);
                 any_v1 |= counts[i] > 0;
             }
         }
-        let events_ready = self.events.is_some() && ready[events_at];
-        let psi_ready = self.psi.is_some() && ready[psi_at];
+        let events_ready = self.events.is_some() && ready[events_at] != 0;
+        let psi_ready = self.psi.is_some() && ready[psi_at] != 0;
+        // kernfs files (memory.events, memory.pressure) poll POLLERR once their group is being
+        // removed, and then on every call: that is the group going, not events.
+        let dead = |at: usize, open: bool| {
+            open && ready[at] & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+        };
+        if dead(events_at, self.events.is_some()) || dead(psi_at, self.psi.is_some()) {
+            return Ok(self.gone());
+        }
         let poll_due = self.poll_period.is_some() && Instant::now() >= self.next_poll;
         if !(any_v1 || events_ready || psi_ready || poll_due) {
             // A timeout: a group removed without a wake-up (v2) is noticed here.
@@ -334,17 +380,19 @@ impl MemoryThresholdWatcher {
         }
         let seen = Instant::now();
         let mono = sys::monotonic_ns();
-        let Some(usage) = self.read_usage().filter(|_| self.cgroup.is_dir()) else {
+        // No usage file only in a PSI-only watch; otherwise a failed read means the group is gone.
+        let usage = self.read_usage();
+        if !self.cgroup.is_dir() || (self.usage_fd.is_some() && usage.is_none()) {
             return Ok(self.gone());
-        };
+        }
         let mut out = Vec::new();
-        if any_v1 {
+        if let (true, Some(usage)) = (any_v1, usage) {
             for (i, up) in order_crossings(&self.above, &counts) {
                 self.above[i] = up;
                 out.push(self.crossing(i, up, usage, mono));
             }
         }
-        if let Some(period) = self.poll_period.filter(|_| poll_due) {
+        if let (Some(period), Some(usage)) = (self.poll_period.filter(|_| poll_due), usage) {
             self.next_poll = seen + period;
             for (i, up) in poll_crossings(&self.lines_bytes(), &self.above, usage) {
                 self.above[i] = up;
@@ -362,20 +410,13 @@ impl MemoryThresholdWatcher {
                         "max" => self.limit,
                         _ => None,
                     };
-                    out.push(self.event(
-                        name.to_string(),
-                        bytes,
-                        Direction::Event,
-                        Some(usage),
-                        n,
-                        mono,
-                    ));
+                    out.push(self.event(name.to_string(), bytes, Direction::Event, usage, n, mono));
                 }
             }
         }
         if psi_ready {
             let label = format!("psi {}", self.psi.as_ref().expect("psi").spec());
-            out.push(self.event(label, None, Direction::Event, Some(usage), 1, mono));
+            out.push(self.event(label, None, Direction::Event, usage, 1, mono));
         }
         Ok(out)
     }
