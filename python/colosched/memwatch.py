@@ -66,7 +66,7 @@ def _specs(thresholds: Iterable[ThresholdSpec]) -> list[str]:
 class Watcher:
     """A registered watch on one memory cgroup; close it (or use `with`) to unregister.
 
-    `backend` is "v1", "v2" or "poll"; `describe` says what is used; `thresholds` lists
+    `backend` is "v1", "v2", "poll" or "psi"; `describe` says what is used; `thresholds` lists
     (label, bytes) ascending.
     """
 
