@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 CARGO_TEST := cargo test --release --workspace --exclude colosched-py
 export CARGO_TERM_PROGRESS_WHEN = never
 
-.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static bench-agent
+.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static bench-agent bench-memwatch
 
 demo: build
 	$(VENV)/bin/colosched demo --out out
@@ -64,6 +64,12 @@ bench-agent: build agent-static
 	$(PY) bench/agent_perf.py
 	$(PY) bench/agent_experiment.py --rounds 6 --duration 40 \
 		--configs lc-only be-unmanaged be-pin0 agent-coarse agent-fine --quiet-wait 180
+
+# memwatch (issue 4): notification latency and threshold overhead (~7 min), then the cache-server
+# demo with and without memwatch (~1 min). Root, cgroup v1 memory controller, a C compiler.
+bench-memwatch: build agent-static
+	$(PY) bench/memwatch_perf.py --crossings 1000 --pairs 30 --out bench/results/memwatch/perf.json
+	$(PY) examples/memwatch_demo.py --duration 20 --out bench/results/memwatch/demo.json
 
 clean:
 	rm -rf target out $(VENV) python/colosched/_native*.so

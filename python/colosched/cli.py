@@ -336,6 +336,7 @@ def parser() -> argparse.ArgumentParser:
 
     # Listed for --help only: `main` hands `colosched agent …` to the agent's own parser.
     sub.add_parser("agent", help="node agent: move best-effort tasks between NUMA nodes (docs/agent.md)")
+    sub.add_parser("memwatch", help="memory-threshold notification for a cgroup (docs/memwatch.md)")
     p = sub.add_parser("demo", help="all 8 policies on the bundled real sample")
     p.add_argument("--out", type=Path, default=Path("out"))
     p.set_defaults(func=cmd_demo)
@@ -350,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
         # The agent (Rust) parses its own flags and waits for SIGTERM/SIGINT itself, so it can
         # restore what it changed before exiting; same command line as the static binary.
         return _native.agent_main(argv[1:])
+    if argv[:1] == ["memwatch"]:
+        from colosched import _native
+
+        # Same command line as `colosched-agent memwatch`; it unregisters on SIGTERM/SIGINT itself.
+        return _native.memwatch_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)

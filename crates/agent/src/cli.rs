@@ -15,6 +15,7 @@ const USAGE: &str = "usage:
   colosched-agent plan --once  --config FILE [--be-cgroup PATH]... [--policy P] [--json]
   colosched-agent restore      (--config FILE | --state-file F)
   colosched-agent check-config --config FILE [--be-cgroup PATH]...
+  colosched-agent memwatch     --cgroup PATH --threshold SIZE|PCT... (memwatch --help)
 policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)";
 
 enum Failure {
@@ -131,6 +132,10 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
     let Some((cmd, rest)) = args.split_first() else {
         return Err(Failure::Usage(USAGE.into()));
     };
+    if cmd == "memwatch" {
+        // Its own flags and exit codes (docs/memwatch.md).
+        return Ok(crate::memwatch::cli::main(rest));
+    }
     let a = parse_args(rest)?;
     match cmd.as_str() {
         "check-config" => {

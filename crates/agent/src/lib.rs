@@ -4,12 +4,14 @@
 //!
 //! Rooms: `topology`, `procfs`, `select` and `sensor` only read; `actuator` (and `state`'s
 //! restore) only write; `decide` is pure; `daemon` wires them; `cli` is the command line.
+//! `memwatch` is the memory-threshold watcher (spec 004), apart from the rest.
 
 pub mod actuator;
 pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod decide;
+pub mod memwatch;
 pub mod metrics;
 pub mod procfs;
 pub mod select;

@@ -1,0 +1,492 @@
+//! The watcher itself: opens (detects the backend, registers), waits (poll on every fd, turns
+//! wake-ups into ordered events) and undoes everything on drop. What it may touch is listed in
+//! `mod.rs`.
+
+use std::fs;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime};
+
+use super::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
+use super::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
+
+/// A threshold resolved to bytes, with the label the user gave.
+#[derive(Clone, Debug)]
+struct Line {
+    label: String,
+    bytes: u64,
+}
+
+/// Wakes a blocked `wait` from another thread (an eventfd).
+#[derive(Clone, Debug)]
+pub struct StopHandle(std::sync::Arc<OwnedFd>);
+
+impl StopHandle {
+    pub fn stop(&self) {
+        sys::eventfd_signal(&self.0);
+    }
+}
+
+/// Watches one memory cgroup. Dropping it closes every fd (which unregisters v1 thresholds and
+/// PSI triggers) and puts `memory.high` back if it was set.
+pub struct MemoryThresholdWatcher {
+    cgroup: PathBuf,
+    backend: Backend,
+    describe: String,
+    /// Sorted ascending by bytes, deduplicated.
+    lines: Vec<Line>,
+    /// Per line: is usage at or above it (the kernel's side of it)?
+    above: Vec<bool>,
+    limit: Option<u64>,
+    usage_path: PathBuf,
+    usage_fd: Option<fs::File>,
+    /// v1: one eventfd per line, same order.
+    v1_fds: Vec<OwnedFd>,
+    events: Option<v2::EventsWatch>,
+    psi: Option<PsiTrigger>,
+    high: Option<v2::HighGuard>,
+    poll_period: Option<Duration>,
+    next_poll: Instant,
+    stop: StopHandle,
+    finished: bool,
+}
+
+impl MemoryThresholdWatcher {
+    /// Detects the backend, resolves and registers the thresholds. Nothing stays registered or
+    /// changed if it fails.
+    pub fn open(cgroup: &Path, opts: &WatchOptions) -> Result<Self, WatchError> {
+        let has = |f: &str| cgroup.join(f).exists();
+        if !cgroup.is_dir() {
+            return Err(bad(format!(
+                "--cgroup {}: no such cgroup directory",
+                cgroup.display()
+            )));
+        }
+        let v1 = has("cgroup.event_control") && has("memory.usage_in_bytes");
+        let v2 = has("memory.current");
+        let backend = match (opts.backend, v1, v2) {
+            (BackendChoice::Auto | BackendChoice::V1, true, _) => Backend::V1,
+            (BackendChoice::Auto | BackendChoice::V2, _, true) => Backend::V2,
+            (BackendChoice::Poll, true, _) | (BackendChoice::Poll, _, true) => Backend::Poll,
+            (BackendChoice::Auto | BackendChoice::V2, false, false)
+                if has("memory.pressure")
+                    && opts.psi.is_some()
+                    && opts.thresholds.is_empty()
+                    && opts.high.is_none()
+                    && !opts.memsw =>
+            {
+                return Self::open_psi_only(cgroup, opts.psi.as_deref().expect("checked"));
+            }
+            (_, false, false) => {
+                let why = if has("memory.pressure") {
+                    " (a cgroup v2 group without the memory controller: only memory.pressure, \
+                     which a PSI-only watch can use: --psi SPEC without --threshold)"
+                } else {
+                    ""
+                };
+                return Err(bad(format!(
+                    "--cgroup {}: no memory controller here: neither cgroup v1 \
+                     (cgroup.event_control + memory.usage_in_bytes) nor cgroup v2 (memory.current){why}",
+                    cgroup.display()
+                )));
+            }
+            (choice, _, _) => {
+                return Err(bad(format!(
+                    "--backend {choice:?}: {} is a cgroup {} memory group",
+                    cgroup.display(),
+                    if v1 { "v1" } else { "v2" }
+                )))
+            }
+        };
+        let is_v1 = v1 && backend != Backend::V2;
+        let (usage_file, limit_file) = match (is_v1, opts.memsw) {
+            (true, false) => ("memory.usage_in_bytes", "memory.limit_in_bytes"),
+            (true, true) => ("memory.memsw.usage_in_bytes", "memory.memsw.limit_in_bytes"),
+            (false, false) => ("memory.current", "memory.max"),
+            (false, true) => {
+                return Err(bad(
+                    "--memsw: only for cgroup v1 (v2 keeps swap apart in memory.swap.current)"
+                        .into(),
+                ))
+            }
+        };
+        let usage_path = cgroup.join(usage_file);
+        if !usage_path.exists() {
+            return Err(bad(format!(
+                "{}: missing (--memsw needs swap accounting)",
+                usage_path.display()
+            )));
+        }
+        let limit = read_limit(&cgroup.join(limit_file)).map_err(bad)?;
+        if backend != Backend::V2 && (opts.high.is_some() || opts.psi.is_some()) {
+            return Err(bad(
+                "--high and --psi are cgroup v2 options (use the v2 backend)".into(),
+            ));
+        }
+        if opts.thresholds.is_empty() && backend != Backend::V2 {
+            return Err(bad("give at least one --threshold".into()));
+        }
+        let mut lines = Vec::new();
+        for t in &opts.thresholds {
+            let bytes = t
+                .resolve(limit)
+                .map_err(|e| bad(format!("--threshold {t}: {e}")))?;
+            if bytes == 0 {
+                return Err(bad(format!("--threshold {t}: resolves to 0 bytes")));
+            }
+            if let Some(l) = limit.filter(|&l| bytes > l) {
+                return Err(bad(format!(
+                    "--threshold {t}: {bytes} bytes is above the group's limit of {l} bytes ({})",
+                    cgroup.join(limit_file).display()
+                )));
+            }
+            lines.push(Line {
+                label: t.to_string(),
+                bytes,
+            });
+        }
+        lines.sort_by_key(|l| l.bytes);
+        lines.dedup_by_key(|l| l.bytes);
+
+        let usage_fd = fs::File::open(&usage_path)
+            .map_err(|e| bad(format!("{}: {e}", usage_path.display())))?;
+        let stop = StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?));
+        let mut w = MemoryThresholdWatcher {
+            cgroup: cgroup.to_path_buf(),
+            backend,
+            describe: String::new(),
+            above: vec![false; lines.len()],
+            lines,
+            limit,
+            usage_path,
+            usage_fd: Some(usage_fd),
+            v1_fds: Vec::new(),
+            events: None,
+            psi: None,
+            high: None,
+            poll_period: None,
+            next_poll: Instant::now(),
+            stop,
+            finished: false,
+        };
+        // On error `w` drops here, closing whatever was registered so far.
+        let mut parts = Vec::new();
+        match backend {
+            Backend::V1 => {
+                let control = cgroup.join("cgroup.event_control");
+                for (i, line) in w.lines.iter().enumerate() {
+                    let efd = sys::eventfd().map_err(|e| {
+                        bad(format!(
+                            "threshold {} of {} ({}): {e}",
+                            i + 1,
+                            w.lines.len(),
+                            line.label
+                        ))
+                    })?;
+                    let usage_fd = w.usage_fd.as_ref().expect("open").as_raw_fd();
+                    let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
+                    fs::write(&control, &msg).map_err(|e| {
+                        bad(format!(
+                            "{} refused threshold {} of {} ({} = {} bytes): {}",
+                            control.display(),
+                            i + 1,
+                            w.lines.len(),
+                            line.label,
+                            line.bytes,
+                            sys::explain(&e)
+                        ))
+                    })?;
+                    w.v1_fds.push(efd);
+                }
+                parts.push(format!(
+                    "v1: {} eventfd threshold(s) on {} via cgroup.event_control",
+                    w.lines.len(),
+                    usage_file
+                ));
+            }
+            Backend::V2 => {
+                w.events = Some(v2::EventsWatch::open(cgroup).map_err(bad)?);
+                parts.push("v2: memory.events via poll(POLLPRI)".into());
+                if let Some(h) = &opts.high {
+                    let bytes = h
+                        .resolve(limit)
+                        .map_err(|e| bad(format!("--high {h}: {e}")))?;
+                    w.high = Some(v2::HighGuard::set(cgroup, bytes).map_err(bad)?);
+                    parts.push(format!("memory.high set to {bytes} (put back on exit)"));
+                }
+                if let Some(spec) = &opts.psi {
+                    let p = cgroup.join("memory.pressure");
+                    w.psi = Some(PsiTrigger::open(&p, spec).map_err(bad)?);
+                    parts.push(format!("PSI trigger {spec:?} on memory.pressure"));
+                }
+                if !w.lines.is_empty() {
+                    w.poll_period = Some(opts.poll_period);
+                    parts.push(format!(
+                        "{} threshold(s) by polling memory.current every {} ms (v2 has no thresholds)",
+                        w.lines.len(),
+                        opts.poll_period.as_millis()
+                    ));
+                }
+            }
+            Backend::Poll => {
+                w.poll_period = Some(opts.poll_period);
+                parts.push(format!(
+                    "poll: {} threshold(s) by reading {} every {} ms",
+                    w.lines.len(),
+                    usage_file,
+                    opts.poll_period.as_millis()
+                ));
+            }
+            Backend::Psi => unreachable!("a PSI-only watch is made by open_psi_only"),
+        }
+        w.describe = parts.join("; ");
+        // The kernel's side of each threshold is fixed at registration: read usage once now.
+        let usage = w
+            .read_usage()
+            .ok_or_else(|| bad(format!("{}: cannot be read", w.usage_path.display())))?;
+        for (i, line) in w.lines.iter().enumerate() {
+            w.above[i] = usage >= line.bytes;
+        }
+        Ok(w)
+    }
+
+    /// A cgroup v2 group without the memory controller: a PSI trigger on `memory.pressure` and
+    /// nothing else (no usage, no limit).
+    fn open_psi_only(cgroup: &Path, spec: &str) -> Result<Self, WatchError> {
+        let psi = PsiTrigger::open(&cgroup.join("memory.pressure"), spec).map_err(bad)?;
+        Ok(MemoryThresholdWatcher {
+            cgroup: cgroup.to_path_buf(),
+            backend: Backend::Psi,
+            describe: format!(
+                "psi: PSI trigger {spec:?} on memory.pressure only (a cgroup v2 group without \
+                 the memory controller: no usage, no thresholds)"
+            ),
+            lines: Vec::new(),
+            above: Vec::new(),
+            limit: None,
+            usage_path: cgroup.join("memory.pressure"),
+            usage_fd: None,
+            v1_fds: Vec::new(),
+            events: None,
+            psi: Some(psi),
+            high: None,
+            poll_period: None,
+            next_poll: Instant::now(),
+            stop: StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?)),
+            finished: false,
+        })
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// One line saying which mechanism is used, for logs.
+    pub fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    pub fn cgroup(&self) -> &Path {
+        &self.cgroup
+    }
+
+    pub fn limit(&self) -> Option<u64> {
+        self.limit
+    }
+
+    /// The thresholds in bytes, ascending, with their labels.
+    pub fn thresholds(&self) -> Vec<(String, u64)> {
+        self.lines
+            .iter()
+            .map(|l| (l.label.clone(), l.bytes))
+            .collect()
+    }
+
+    /// A handle another thread can use to end a blocked `wait`.
+    pub fn stop_handle(&self) -> StopHandle {
+        self.stop.clone()
+    }
+
+    /// True after a `gone` event or a stop: later waits return nothing at once.
+    pub fn finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Usage now, or None if the group is gone.
+    pub fn read_usage(&self) -> Option<u64> {
+        let f = self.usage_fd.as_ref()?;
+        sys::pread_u64(f)
+    }
+
+    /// Waits up to `timeout` (None: until something happens) and returns the events, in the
+    /// order they happened. An empty list means a timeout, an interrupted wait or a stop.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>, String> {
+        if self.finished {
+            return Ok(Vec::new());
+        }
+        let deadline = timeout.map(|t| Instant::now() + t);
+        let mut fds: Vec<(i32, i16)> = vec![(self.stop.0.as_raw_fd(), libc::POLLIN)];
+        fds.extend(self.v1_fds.iter().map(|f| (f.as_raw_fd(), libc::POLLIN)));
+        let events_at = fds.len();
+        if let Some(e) = &self.events {
+            fds.push((e.raw_fd(), libc::POLLPRI));
+        }
+        let psi_at = fds.len();
+        if let Some(p) = &self.psi {
+            fds.push((p.raw_fd(), libc::POLLPRI));
+        }
+        let mut wake = deadline;
+        if self.poll_period.is_some() {
+            wake = Some(wake.map_or(self.next_poll, |d| d.min(self.next_poll)));
+        } else if matches!(self.backend, Backend::V2 | Backend::Psi) {
+            // Nothing else would notice the group's removal: look once a second.
+            let check = Instant::now() + Duration::from_secs(1);
+            wake = Some(wake.map_or(check, |d| d.min(check)));
+        }
+        let ready = sys::poll(
+            &fds,
+            wake.map(|w| w.saturating_duration_since(Instant::now())),
+        )?;
+        if ready[0] != 0 {
+            sys::eventfd_drain(&self.stop.0);
+            self.finish();
+            return Ok(Vec::new());
+        }
+        let mut counts = vec![0u64; self.lines.len()];
+        let mut any_v1 = false;
+        for (i, f) in self.v1_fds.iter().enumerate() {
+            if ready[1 + i] != 0 {
+                counts[i] = sys::eventfd_drain(f);
+                any_v1 |= counts[i] > 0;
+            }
+        }
+        let events_ready = self.events.is_some() && ready[events_at] != 0;
+        let psi_ready = self.psi.is_some() && ready[psi_at] != 0;
+        // kernfs files (memory.events, memory.pressure) poll POLLERR once their group is being
+        // removed, and then on every call: that is the group going, not events.
+        let dead = |at: usize, open: bool| {
+            open && ready[at] & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+        };
+        if dead(events_at, self.events.is_some()) || dead(psi_at, self.psi.is_some()) {
+            return Ok(self.gone());
+        }
+        let poll_due = self.poll_period.is_some() && Instant::now() >= self.next_poll;
+        if !(any_v1 || events_ready || psi_ready || poll_due) {
+            // A timeout: a group removed without a wake-up (v2) is noticed here.
+            if !self.cgroup.is_dir() {
+                return Ok(self.gone());
+            }
+            return Ok(Vec::new());
+        }
+        let seen = Instant::now();
+        let mono = sys::monotonic_ns();
+        // No usage file only in a PSI-only watch; otherwise a failed read means the group is gone.
+        let usage = self.read_usage();
+        if !self.cgroup.is_dir() || (self.usage_fd.is_some() && usage.is_none()) {
+            return Ok(self.gone());
+        }
+        let mut out = Vec::new();
+        if let (true, Some(usage)) = (any_v1, usage) {
+            for (i, up) in order_crossings(&self.above, &counts) {
+                self.above[i] = up;
+                out.push(self.crossing(i, up, usage, mono));
+            }
+        }
+        if let (Some(period), Some(usage)) = (self.poll_period.filter(|_| poll_due), usage) {
+            self.next_poll = seen + period;
+            for (i, up) in poll_crossings(&self.lines_bytes(), &self.above, usage) {
+                self.above[i] = up;
+                out.push(self.crossing(i, up, usage, mono));
+            }
+        }
+        // memory.events is also re-read on each polling tick: a change POLLPRI missed (or a fake
+        // tree in tests, where regular files never signal POLLPRI) is still reported.
+        if events_ready || poll_due {
+            if let Some(ev) = self.events.as_mut() {
+                let diffs = ev.changes()?;
+                for (name, n) in diffs {
+                    let bytes = match name {
+                        "high" => read_limit(&self.cgroup.join("memory.high")).ok().flatten(),
+                        "max" => self.limit,
+                        _ => None,
+                    };
+                    out.push(self.event(name.to_string(), bytes, Direction::Event, usage, n, mono));
+                }
+            }
+        }
+        if psi_ready {
+            let label = format!("psi {}", self.psi.as_ref().expect("psi").spec());
+            out.push(self.event(label, None, Direction::Event, usage, 1, mono));
+        }
+        Ok(out)
+    }
+
+    fn lines_bytes(&self) -> Vec<u64> {
+        self.lines.iter().map(|l| l.bytes).collect()
+    }
+
+    fn crossing(&self, i: usize, up: bool, usage: u64, mono: u64) -> Event {
+        let dir = if up { Direction::Up } else { Direction::Down };
+        let l = &self.lines[i];
+        self.event(l.label.clone(), Some(l.bytes), dir, Some(usage), 1, mono)
+    }
+
+    fn event(
+        &self,
+        threshold: String,
+        threshold_bytes: Option<u64>,
+        direction: Direction,
+        usage: Option<u64>,
+        count: u64,
+        monotonic_ns: u64,
+    ) -> Event {
+        Event {
+            time: unix_now(),
+            monotonic_ns,
+            cgroup: self.cgroup.clone(),
+            threshold,
+            threshold_bytes,
+            direction,
+            usage,
+            limit: self.limit,
+            count,
+            backend: self.backend,
+        }
+    }
+
+    /// The final event: the group was removed (the kernel already dropped its registrations).
+    fn gone(&mut self) -> Vec<Event> {
+        let e = self.event(
+            "cgroup".into(),
+            None,
+            Direction::Gone,
+            None,
+            1,
+            sys::monotonic_ns(),
+        );
+        self.finish();
+        vec![e]
+    }
+
+    /// Closes every fd and puts memory.high back; idempotent.
+    fn finish(&mut self) {
+        self.finished = true;
+        self.v1_fds.clear();
+        self.events = None;
+        self.psi = None;
+        self.usage_fd = None;
+        self.high = None; // HighGuard::drop writes the old value back
+    }
+}
+
+impl Drop for MemoryThresholdWatcher {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
