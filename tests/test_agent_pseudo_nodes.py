@@ -473,6 +473,11 @@ def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bi
     procs = [subprocess.Popen(["taskset", "-c", "0", "sh", "-c", HOG])]
     try:
         procs += [subprocess.Popen(["taskset", "-c", c, "sh", "-c", HOG]) for c in ("0", "1")]
+        # taskset pins itself before it execs the hog: wait for that, or the agent's first sample
+        # may see a hog unpinned and its second pinned (a path switch that loses one interval).
+        deadline = time.monotonic() + 5
+        while [mask(p.pid) for p in procs] != ["0", "0", "1"] and time.monotonic() < deadline:
+            time.sleep(0.01)
         pids = tmp_path / "be.pids"
         pids.write_text(f"{procs[1].pid}\n{procs[2].pid}\n")
         config = tmp_path / "agent.toml"

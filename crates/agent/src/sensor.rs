@@ -167,13 +167,20 @@ impl Sensor {
         for &pid in pids {
             // A process pinned inside one node runs all its threads there (new ones inherit the
             // mask): its aggregate /proc/<pid>/stat is enough, one read instead of one per thread.
+            // The sample at which it became pinned (the agent just moved it) still reads its
+            // threads, as the previous sample did, so that interval is charged too.
             let pinned = procfs.affinity(pid).and_then(|m| topo.node_containing(&m));
+            let read_threads = pinned.is_none() || self.prev_threads.contains_key(&pid);
             if let Some(n) = pinned {
                 if let Some(st) = procfs.proc_stat(pid, &mut buf) {
-                    let before = self.prev_procs.get(&pid).copied().unwrap_or(st.cpu_ticks);
-                    per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
+                    if !read_threads {
+                        let before = self.prev_procs.get(&pid).copied().unwrap_or(st.cpu_ticks);
+                        per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
+                    }
                     procs_now.insert(pid, st.cpu_ticks);
                 }
+            }
+            if !read_threads {
                 continue;
             }
             for tid in procfs.tids(pid) {
@@ -196,7 +203,9 @@ impl Sensor {
                         per_node[n] += secs * share;
                     }
                 }
-                now.insert(tid, (st.cpu_ticks, st.processor));
+                if pinned.is_none() {
+                    now.insert(tid, (st.cpu_ticks, st.processor));
+                }
             }
         }
         self.prev_threads = now;
@@ -435,6 +444,37 @@ mod tests {
         let r = s.sample(&p, &topo, &[60], 1.0).unwrap().unwrap();
         assert!((r[0].load - 0.5).abs() < 1e-12, "{r:?}");
         assert!((r[1].load - 0.5).abs() < 1e-12, "{r:?}");
+    }
+
+    #[test]
+    fn the_interval_a_process_gets_pinned_in_is_still_charged() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        let mask = |m: &str| {
+            fs::write(root.join("70/status"), format!("Cpus_allowed_list:\t{m}\n")).unwrap()
+        };
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 500);
+        mask("0-1");
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[70], 0.0).unwrap();
+        // Unpinned, it ran 80 ticks on CPU 1; then the agent pinned it there.
+        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 580);
+        mask("1");
+        write_stat_total(root, 1100, &[(0, 0), (80, 0)]);
+        let r = s.sample(&p, &topo, &[70], 1.0).unwrap().unwrap();
+        assert!(
+            r[1].load.abs() < 1e-12,
+            "its 80 ticks are BE, not LC: {r:?}"
+        );
+        // From then on its aggregate stat: 30 more ticks.
+        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 610);
+        write_stat_total(root, 1200, &[(0, 0), (110, 0)]);
+        let r = s.sample(&p, &topo, &[70], 2.0).unwrap().unwrap();
+        assert!(r[1].load.abs() < 1e-12, "{r:?}");
+        assert!(s.prev_threads.is_empty() && s.prev_procs[&70] == 610);
     }
 
     #[test]
