@@ -418,11 +418,6 @@ def test_cpuset_mode_writes_the_be_cgroups_cpuset_and_restores_it(tmp_path, agen
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=5) == 0, err.read_text()
         assert (cpuset / "cpuset.cpus").read_text().strip() == "0-1"
-        # The kernel can apply a cpuset write to the tasks' masks a moment after the write (the
-        # benchmark saw 1 ms): poll briefly.
-        deadline = time.monotonic() + 1.0
-        while [mask(p.pid) for p in procs[1:3]] != ["0-1", "0-1"] and time.monotonic() < deadline:
-            time.sleep(0.01)
         assert [mask(p.pid) for p in procs[1:3]] == ["0-1", "0-1"]
     finally:
         for p in procs:

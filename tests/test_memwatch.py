@@ -348,25 +348,25 @@ def test_colosched_memwatch_goes_through_the_same_code(memcg, procs):
         [str(COLOSCHED), "memwatch", "--cgroup", "/nonexistent"], capture_output=True, text=True
     )
     assert r.returncode == 2 and "no such cgroup" in r.stderr, r
+
+    def start(cg):
+        p = subprocess.Popen(
+            [str(COLOSCHED), "memwatch", "--cgroup", str(cg), "--threshold", "32M"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        procs.append(p)
+        return p
+
     cg = memcg("256M")
-    p = subprocess.Popen(
-        [str(COLOSCHED), "memwatch", "--cgroup", str(cg), "--threshold", "32M"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    procs.append(p)
+    p = start(cg)
     assert "watching" in (Lines(p.stderr).read(20) or "")
     cg.rmdir()
     assert p.wait(10) == 0
     assert " gone " in p.stdout.read().decode()
     # Ctrl-C (SIGINT) inside the Python process: the Rust loop takes it, unregisters, exits 0.
     cg = memcg("256M")
-    p = subprocess.Popen(
-        [str(COLOSCHED), "memwatch", "--cgroup", str(cg), "--threshold", "32M"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    procs.append(p)
+    p = start(cg)
     err = Lines(p.stderr)
     assert "watching" in (err.read(20) or "")
     p.send_signal(signal.SIGINT)

@@ -7,7 +7,7 @@ use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use colosched_core::Rng;
 use serde_json::json;
@@ -16,6 +16,7 @@ use crate::actuator::{controller_dir, Actuator, FileWrite};
 use crate::config::{ActuatorMode, Config, SensorKind};
 use crate::decide::{decide, Decision, Guards, TaskView};
 use crate::metrics::Metrics;
+use crate::now_unix;
 use crate::procfs::{clock_ticks, Procfs};
 use crate::select::{BeTask, Selector};
 use crate::sensor::{NodeReading, Sensor};
@@ -83,12 +84,6 @@ pub struct Agent {
 const BE_IDLE: f64 = 0.01;
 /// How long a full look that found nothing to move stays good, in intervals.
 const RECHECK_INTERVALS: f64 = 10.0;
-
-fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
 
 /// CPU time of the calling thread (scheduler-exact, unlike getrusage's tick sampling).
 fn thread_cpu_ms() -> f64 {

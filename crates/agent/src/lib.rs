@@ -18,3 +18,10 @@ pub mod select;
 pub mod sensor;
 pub mod state;
 pub mod topology;
+
+/// Wall-clock time as Unix seconds, for log lines and events (0 if the clock is before 1970).
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

@@ -5,7 +5,7 @@
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use super::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
 use super::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
@@ -441,7 +441,7 @@ impl MemoryThresholdWatcher {
         monotonic_ns: u64,
     ) -> Event {
         Event {
-            time: unix_now(),
+            time: crate::now_unix(),
             monotonic_ns,
             cgroup: self.cgroup.clone(),
             threshold,
@@ -483,10 +483,4 @@ impl Drop for MemoryThresholdWatcher {
     fn drop(&mut self) {
         self.finish();
     }
-}
-
-fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
