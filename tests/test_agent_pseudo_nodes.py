@@ -128,8 +128,13 @@ class Scene:
         err = (self.tmp / "agent.err").read_text() if (self.tmp / "agent.err").exists() else ""
         return f"agent stderr:\n{err}"
 
-    def decisions(self) -> list[dict]:
+    def decisions(self, wait: float = 0.0) -> list[dict]:
+        """The decision log; with `wait`, polls that long for a first line (the agent logs a move
+        just after making it, so a test that saw the masks change may be a moment early)."""
         path = self.tmp / "decisions.jsonl"
+        t0 = time.monotonic()
+        while not (path.exists() and path.read_text().endswith("\n")) and time.monotonic() - t0 < wait:
+            time.sleep(0.02)
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
     def close(self) -> None:
@@ -383,6 +388,41 @@ def test_python_cli_runs_the_same_agent_and_restores_on_sigterm(scene):
     assert mask(be.pid) == "0-1"
 
 
+# A Python process with a thread of its own runs the agent; that thread takes the SIGTERM. It is
+# sent to that thread on purpose (pthread_kill) so the test does not depend on which thread the
+# kernel would pick for a plain `kill`: the agent must see a signal that another thread took.
+OTHER_THREAD_TAKES_SIGTERM = """
+import json, signal, sys, threading, time
+from pathlib import Path
+from colosched import cli
+
+def shoot():
+    state = Path(sys.argv[2])
+    while not (state.exists() and json.loads(state.read_text())["tasks"]):
+        time.sleep(0.02)
+    signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+
+threading.Thread(target=shoot, daemon=True).start()
+sys.exit(cli.main(["agent", "run", "--config", sys.argv[1]]))
+"""
+
+
+def test_agent_in_a_threaded_python_process_restores_when_another_thread_takes_sigterm(scene):
+    be = scene.add_be(["sh", "-c", HOG])
+    cmd = [
+        sys.executable,
+        "-c",
+        OTHER_THREAD_TAKES_SIGTERM,
+        str(scene.config()),
+        str(scene.tmp / "state.json"),
+    ]
+    agent = subprocess.Popen(cmd, stderr=open(scene.tmp / "agent.err", "w"))  # noqa: SIM115
+    scene.agent = agent
+    assert agent.wait(timeout=2 * INTERVAL + 10) == 0, "exits 0, not killed by SIGTERM; " + scene.log()
+    assert "signal 15: restoring" in scene.log()
+    assert mask(be.pid) == "0-1", "the mask the agent changed is put back"
+
+
 def test_cpuset_mode_writes_the_be_cgroups_cpuset_and_restores_it(tmp_path, agent_bin):
     """cpuset mode: the BE cgroup's cpuset.cpus moves (new threads inherit it by construction).
     The BE hogs are also in a cpuacct cgroup of the same name, which the agent finds as the cpuset
@@ -450,7 +490,7 @@ def test_psi_sensor_reads_the_lc_cgroups_cpu_pressure(scene, agent_bin):
         agent = subprocess.Popen([str(agent_bin), "run", "--config", str(config)])
         scene.agent = agent
         scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
-        first = scene.decisions()[0]
+        first = scene.decisions(wait=2)[0]
         assert first["raw"][0] >= 5, f"LC cgroup on node 0 should stall: {first}"
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=5) == 0

@@ -218,49 +218,8 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
     }
 }
 
-/// Blocks SIGTERM, SIGINT and SIGHUP in this thread (and threads it spawns after), so the loop
-/// can wait for them with `sigtimedwait` instead of sleeping: a signal ends the wait at once.
-struct Signals {
-    set: libc::sigset_t,
-    old: libc::sigset_t,
-}
-
-impl Signals {
-    fn block() -> Signals {
-        // SAFETY: plain sigset manipulation on values we own.
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            let mut old: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for s in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                libc::sigaddset(&mut set, s);
-            }
-            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
-            Signals { set, old }
-        }
-    }
-
-    /// Waits up to `d`; returns the signal number if one arrived.
-    fn wait(&self, d: Duration) -> Option<i32> {
-        let ts = libc::timespec {
-            tv_sec: d.as_secs() as libc::time_t,
-            tv_nsec: d.subsec_nanos() as libc::c_long,
-        };
-        // SAFETY: the set and timespec live for the call; a null siginfo is allowed.
-        let s = unsafe { libc::sigtimedwait(&self.set, std::ptr::null_mut(), &ts) };
-        (s > 0).then_some(s)
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        // SAFETY: restores the mask saved in `block`.
-        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
-    }
-}
-
 fn run(mut agent: Agent) -> Result<i32, String> {
-    let signals = Signals::block();
+    let signals = crate::signals::Signals::catch()?;
     let c = &agent.cfg;
     log(&format!(
         "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s, {} sample(s) per interval; actuator {:?}{}",

@@ -4,7 +4,8 @@
 //!
 //! Rooms: `topology`, `procfs`, `select` and `sensor` only read; `actuator` (and `state`'s
 //! restore) only write; `decide` is pure; `daemon` wires them; `cli` is the command line.
-//! `memwatch` is the memory-threshold watcher (spec 004), apart from the rest.
+//! `memwatch` is the memory-threshold watcher (spec 004), apart from the rest; `signals` is the
+//! SIGTERM/SIGINT handling both loops share.
 
 pub mod actuator;
 pub mod cli;
@@ -16,6 +17,7 @@ pub mod metrics;
 pub mod procfs;
 pub mod select;
 pub mod sensor;
+pub mod signals;
 pub mod state;
 pub mod topology;
 

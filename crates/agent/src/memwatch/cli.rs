@@ -5,7 +5,6 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
 
 use super::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
@@ -163,56 +162,8 @@ fn log(msg: &str) {
     eprintln!("colosched memwatch: {msg}");
 }
 
-/// The last SIGTERM/SIGINT/SIGHUP seen while watching (0: none).
-static SIGNALLED: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNALLED.store(sig, Ordering::SeqCst);
-}
-
-/// Handlers for SIGTERM/SIGINT/SIGHUP that only record the signal; the old ones are put back on
-/// drop. A handler rather than a blocked mask: inside the Python process (`colosched memwatch`)
-/// other threads (polars' pool) would take a signal that this thread blocked.
-struct Signals {
-    old: Vec<(i32, libc::sigaction)>,
-}
-
-impl Signals {
-    fn catch() -> Signals {
-        SIGNALLED.store(0, Ordering::SeqCst);
-        let mut old = Vec::new();
-        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-            // SAFETY: a zeroed sigaction with a plain handler that only stores to an atomic.
-            unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                libc::sigemptyset(&mut sa.sa_mask);
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &sa, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
-            }
-        }
-        Signals { old }
-    }
-
-    fn pending(&self) -> Option<i32> {
-        let s = SIGNALLED.load(Ordering::SeqCst);
-        (s != 0).then_some(s)
-    }
-}
-
-impl Drop for Signals {
-    fn drop(&mut self) {
-        for (sig, prev) in &self.old {
-            // SAFETY: puts back the handler saved in `catch`.
-            unsafe { libc::sigaction(*sig, prev, std::ptr::null_mut()) };
-        }
-    }
-}
-
 fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, String> {
-    let signals = Signals::catch();
+    let signals = crate::signals::Signals::catch()?;
     let mut children: Vec<Child> = Vec::new();
     let result = loop {
         // The wait wakes at once on an event; the timeout only bounds how late a signal is seen.
