@@ -134,6 +134,10 @@ pub struct Actuator {
     pub state_path: PathBuf,
     pub dry_run: bool,
     pub errors: ErrorCounts,
+    /// The threads each process had when it was last pinned, by (pid, start time): pinned again
+    /// with as many threads, all still its own, it is not listed again (listing
+    /// /proc/<pid>/task of 1,000 processes was a sixth of a move's CPU).
+    threads: HashMap<(i32, u64), Vec<i32>>,
 }
 
 impl Actuator {
@@ -144,6 +148,7 @@ impl Actuator {
             state_path,
             dry_run,
             errors: ErrorCounts::default(),
+            threads: HashMap::new(),
         }
     }
 
@@ -167,17 +172,28 @@ impl Actuator {
         let mut batch: Vec<Batch> = moves
             .iter()
             .map(|&(t, cpus)| {
-                let tids = if t.num_threads == 1 {
-                    vec![t.pid]
-                } else {
-                    self.procfs.tids(t.pid)
+                let known = self.threads.get(&(t.pid, t.starttime)).filter(|k| {
+                    k.len() as u64 == t.num_threads && self.procfs.still_threads(t.pid, k)
+                });
+                let tids = match known {
+                    _ if t.num_threads == 1 => vec![t.pid],
+                    Some(k) => k.clone(),
+                    None => self.procfs.tids(t.pid),
                 };
                 (t, cpus, tids)
             })
             .collect();
         let mut total = 0;
-        for _ in 0..3 {
+        for pass in 0..3 {
             let set = self.pin_pass(&batch, &mut seen)?;
+            // The first pass had every thread; later ones only those born meanwhile.
+            for (t, _, tids) in &batch {
+                let known = self.threads.entry((t.pid, t.starttime)).or_default();
+                if pass == 0 {
+                    known.clear();
+                }
+                known.extend(tids);
+            }
             total += set;
             if set == 0 {
                 break;
@@ -185,6 +201,11 @@ impl Actuator {
             batch = self.born_since(moves, &seen, thread_lists);
         }
         Ok(total)
+    }
+
+    /// Drops the kept thread lists of processes `alive` says are gone.
+    pub fn forget_threads(&mut self, alive: impl Fn(&(i32, u64)) -> bool) {
+        self.threads.retain(|k, _| alive(k));
     }
 
     /// Threads of the moved processes that no pass has seen: from the cgroups' thread lists

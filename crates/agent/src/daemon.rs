@@ -546,6 +546,7 @@ impl Agent {
         let alive: HashMap<(i32, u64), &BeTask> = tasks.iter().map(|t| (Self::key(t), t)).collect();
         self.placed.retain(|k, _| alive.contains_key(k));
         self.moved_at.retain(|k, _| alive.contains_key(k));
+        self.actuator.forget_threads(|k| alive.contains_key(k));
         if !self.cpusets.is_empty() {
             return Ok(0);
         }
