@@ -1,7 +1,8 @@
 """The node agent end to end on a real 4-NUMA-node Linux kernel: a Debian cloud kernel boots under qemu
 TCG with 4 NUMA nodes of one CPU each (tests/numa_guest/), an LC CPU hog is pinned to node 2 and three
 BE hogs run unpinned; the static `colosched-agent` must move the BE hogs off node 2 (policies coarse
-and fine) and put their affinity back afterwards (after SIGTERM, and after SIGKILL + `restore`).
+and fine) and put their affinity back afterwards (after SIGTERM, and after SIGKILL + `restore`); with
+`migrate_memory` a moved BE task's pages follow it (numa_maps).
 
 Needs the Debian packages `qemu-system-x86` and `busybox-static` (make sysdeps) and the static agent
 binary (make agent-static); the kernel is fetched once with `apt-get download` and cached.
@@ -288,3 +289,23 @@ def test_all_os_mode_pins_irqs_workqueues_and_tasks_then_restores_them(e2e):
     assert on_one_node and cpus(r["lc_after"]) == nodes[2], e2e.why(
         "all-OS mode moves every user task, the LC hog too, and puts it back"
     )
+
+
+def test_migrate_memory_moves_a_be_tasks_pages_to_its_new_node(e2e):
+    """migrate_memory = true: a BE task whose 4 MiB heap sits on node 2 (it was pinned there when it
+    touched it) is moved off node 2 by coarse, and migrate_pages(2) takes its pages along, as the
+    guest's /proc/<pid>/numa_maps shows. SIGTERM restores its mask, not its pages (see docs/agent.md)."""
+    r = e2e.one("migrate")
+    nodes = node_map(e2e)
+    before = {int(k[1:]): int(v) for k, v in e2e.one("migrate-pages", "before").items()}
+    after = {int(k[1:]): int(v) for k, v in e2e.one("migrate-pages", "after").items()}
+    assert before[2] >= 1024, e2e.why(f"the BE task's heap did not land on node 2: {before}")
+    moved_to = [n for n, c in nodes.items() if cpus(r["moved_mask"]) <= c]
+    assert len(moved_to) == 1 and moved_to[0] != 2, e2e.why(f"not moved to one node off node 2: {r}")
+    target = moved_to[0]
+    print(f"pages per node before {before}, after {after}; moved to node {target}")
+    assert after[2] <= before[2] // 10, e2e.why(f"pages stayed on node 2: {before} -> {after}")
+    assert after[target] - before[target] >= before[2] * 9 // 10, e2e.why(
+        f"pages did not arrive on node {target}: {before} -> {after}"
+    )
+    assert r["agent_rc"] == "0" and cpus(r["restored_mask"]) == nodes[2], e2e.why("mask not restored")

@@ -283,8 +283,79 @@ all_os_scenario() {
     block agent-allos /run/agent-allos.out
 }
 
+# --- (e) memory follows: migrate_memory moves a BE task's pages to its new node -----------------
+# NODE_PAGES: " N0=a N1=b N2=c N3=d", pid $1's resident pages per node summed over numa_maps.
+node_pages() {
+    n0=0 n1=0 n2=0 n3=0
+    while read -r line; do
+        for w in $line; do
+            case $w in
+                N0=*) n0=$((n0 + ${w#N0=})) ;;
+                N1=*) n1=$((n1 + ${w#N1=})) ;;
+                N2=*) n2=$((n2 + ${w#N2=})) ;;
+                N3=*) n3=$((n3 + ${w#N3=})) ;;
+            esac
+        done
+    done 2>/dev/null <"/proc/$1/numa_maps"
+    NODE_PAGES=" N0=$n0 N1=$n1 N2=$n2 N3=$n3"
+}
+migrate_scenario() {
+    # The earlier BE hogs would load every other node; this scenario has one BE task of its own.
+    for p in $BE; do kill -KILL "$p"; done
+    mkdir -p /sys/fs/cgroup/cpuacct/bemem
+    # A BE task pinned to node 2 fills 4 MiB of heap there (first touch is local), says so, then
+    # spins, at nice 0 like the LC hog (this shell runs at -10). It takes half of node 2's CPU from
+    # the LC hog: hence threshold 0.3 below.
+    # shellcheck disable=SC2016 # the inner shell expands it, on purpose
+    taskset -c "$NODE2" sh -c 'x=$(head -c 4194304 /dev/zero | tr "\0" a); : >/run/mem.ready; while :; do :; done' &
+    mem=$!
+    renice -n 10 -p $mem >/dev/null  # busybox renice -n adds: -10 + 10
+    echo $mem >/sys/fs/cgroup/cpuacct/bemem/cgroup.procs
+    n=0
+    while [ ! -e /run/mem.ready ] && [ $n -lt 240 ]; do
+        usleep 250000
+        n=$((n + 1))
+    done
+    node_pages $mem
+    before=$NODE_PAGES
+    printf '%s\n' 'interval_s = 1.0' 'policy = "coarse"' 'state_file = "/run/agent-mem-state.json"' \
+        '[sensor]' 'kind = "busy"' 'threshold = 0.3' 'hysteresis = 1' \
+        '[be]' 'cgroups = ["/sys/fs/cgroup/cpuacct/bemem"]' \
+        '[limits]' 'warning_threshold = 1.0' '[actuator]' 'migrate_memory = true' >/run/agent-mem.toml
+    $AGENT run --config /run/agent-mem.toml --decision-log /run/decisions-mem.jsonl >/run/agent-mem.out 2>&1 &
+    agent=$!
+    n=0
+    mask_of $mem
+    while touches_node2 "$MASK" && [ $n -lt $((MAX_INTERVALS * 4)) ]; do
+        usleep 250000
+        n=$((n + 1))
+        mask_of $mem
+    done
+    moved_mask=$MASK
+    # The pages move right after the mask, in the same cycle, whose decision line comes after both
+    # (under TCG migrating 4 MiB takes seconds).
+    n=0
+    while ! grep -q '"moved":\[{' /run/decisions-mem.jsonl 2>/dev/null && [ $n -lt 120 ]; do
+        usleep 250000
+        n=$((n + 1))
+    done
+    node_pages $mem
+    after=$NODE_PAGES
+    kill -TERM $agent
+    wait $agent
+    rc=$?
+    mask_of $mem
+    echo "E2E migrate moved_mask=$moved_mask restored_mask=$MASK agent_rc=$rc"
+    echo "E2E migrate-pages before$before"
+    echo "E2E migrate-pages after$after"
+    block agent-mem /run/agent-mem.out
+    block decisions-mem /run/decisions-mem.jsonl
+    kill -KILL $mem
+}
+
 scenario coarse TERM
 scenario fine KILL
 all_os_scenario
+migrate_scenario
 echo "E2E final lc mask=$(mask $lc)"
 finish
