@@ -2,11 +2,13 @@
 
 latency: a C allocator (bench/memwatch/touch.c) in the group touches a fresh mmap page by page past
   a threshold, timing each page; `colosched.memwatch.on_threshold` callbacks in this process take
-  CLOCK_MONOTONIC when called. Latency = callback time - the touch that brought usage to the
-  threshold; the "early" figure measures from 64 pages before (the kernel charges in batches of up
-  to 64 pages, so its counter may cross that much sooner): the true latency lies between the two.
-  The v1 eventfd watcher and the memory.usage_in_bytes polling path at its default period (100 ms)
-  watch the same crossings in the same run.
+  CLOCK_MONOTONIC when called, and so does a Rust caller of the same watcher
+  (crates/agent/examples/memwatch_latency.rs) when its `wait` returns the event. Latency =
+  callback time - the touch that brought usage to the threshold; the "early" figure measures from
+  64 pages before (the kernel charges in batches of up to 64 pages, so its counter may cross that
+  much sooner): the true latency lies between the two. The v1 eventfd watcher and the
+  memory.usage_in_bytes polling path at its default period (100 ms) watch the same crossings in
+  the same run.
 overhead: mmap + touch + munmap bandwidth of the same allocator, alternating runs without and with
   8 thresholds registered (a `colosched-agent memwatch` process consuming their events, all 8
   crossed up and down in every round); the median of the per-pair ratios.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
@@ -32,6 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench/.work"
 MEMCG = Path("/sys/fs/cgroup/memory")
 AGENT = ROOT / "target/x86_64-unknown-linux-gnu/release/colosched-agent"
+RUST_CALLER = ROOT / "target/release/examples/memwatch_latency"
 M = 1 << 20
 
 
@@ -40,6 +44,8 @@ def build_touch() -> Path:
     exe = WORK / "touch"
     src = ROOT / "bench/memwatch/touch.c"
     subprocess.run(["cc", "-O2", "-Wall", "-o", str(exe), str(src)], check=True)
+    cargo = ["cargo", "build", "--quiet", "--release", "-p", "colosched-agent"]
+    subprocess.run([*cargo, "--example", RUST_CALLER.name], cwd=ROOT, check=True)
     return exe
 
 
@@ -53,7 +59,17 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def latency(touch: Path, crossings: int) -> dict:
+def median_ci95(xs: list[float]) -> tuple[float, float]:
+    """A distribution-free 95 % confidence interval for the median: the order statistics
+    n/2 -+ 0.98 sqrt(n) (normal approximation of the binomial)."""
+    xs, n = sorted(xs), len(xs)
+    k = max(1, math.floor(n / 2 - 0.98 * math.sqrt(n)))
+    return xs[k - 1], xs[n - k]
+
+
+def latency(touch: Path, crossings: int, rust: bool) -> dict:
+    """One run of `crossings` crossings, watched by the Python v1 and polling callbacks, or (`rust`)
+    by the Rust caller alone: three watchers waking at once would compete for the 2 CPUs."""
     from colosched import memwatch
 
     cg = MEMCG / f"colosched-bench-{uuid.uuid4().hex[:8]}"
@@ -61,9 +77,9 @@ def latency(touch: Path, crossings: int) -> dict:
     try:
         (cg / "memory.limit_in_bytes").write_text(str(1 << 30))
         threshold = 24 * M
-        calls: dict[str, list[int]] = {"v1": [], "poll": []}
-        overshoot: dict[str, list[int]] = {"v1": [], "poll": []}
-        woke: dict[str, list[int]] = {"v1": [], "poll": []}
+        calls: dict[str, list[int]] = {"v1, Rust caller": []} if rust else {"v1": [], "poll": []}
+        overshoot: dict[str, list[int]] = {k: [] for k in calls}
+        woke: dict[str, list[int]] = {k: [] for k in calls}
         lock = threading.Lock()
 
         def recorder(name):
@@ -77,11 +93,26 @@ def latency(touch: Path, crossings: int) -> dict:
 
             return cb
 
-        handles = [
-            memwatch.on_threshold(str(cg), [threshold], recorder("v1")),
-            memwatch.on_threshold(str(cg), [threshold], recorder("poll"), backend="poll"),
-        ]
-        assert handles[0].watcher.backend == "v1" and handles[1].watcher.backend == "poll"
+        def rust_lines(out):
+            for line in out:
+                direction, wake_ns, returned_ns, usage = line.split()
+                if direction == "up":
+                    calls["v1, Rust caller"].append(int(returned_ns))
+                    woke["v1, Rust caller"].append(int(wake_ns))
+                    overshoot["v1, Rust caller"].append(int(usage) - threshold)
+
+        handles, caller, reader = [], None, None
+        if rust:
+            caller = subprocess.Popen([RUST_CALLER, cg, str(threshold)], stdout=subprocess.PIPE, text=True)
+            assert caller.stdout.readline().strip() == "ready"
+            reader = threading.Thread(target=rust_lines, args=(caller.stdout,))
+            reader.start()
+        else:
+            handles = [
+                memwatch.on_threshold(str(cg), [threshold], recorder("v1")),
+                memwatch.on_threshold(str(cg), [threshold], recorder("poll"), backend="poll"),
+            ]
+            assert handles[0].watcher.backend == "v1" and handles[1].watcher.backend == "poll"
         # Hold 200 ms on each side so the 100 ms poller sees every crossing too.
         p = in_group(
             cg,
@@ -103,6 +134,10 @@ def latency(touch: Path, crossings: int) -> dict:
         for h in handles:
             h.stop()
     finally:
+        if caller:
+            caller.terminate()
+            caller.wait()
+            reader.join()
         remove_cgroups([cg])
     out = {
         "crossings": len(rounds),
@@ -194,6 +229,7 @@ def overhead(touch: Path, pairs: int) -> dict:
         "ratio": statistics.median(ratios),
         "ratio_q1": pct(ratios, 25),
         "ratio_q3": pct(ratios, 75),
+        "ratio_ci95": median_ci95(ratios),
         "pair_ratios": ratios,
     }
 
@@ -206,9 +242,11 @@ def main() -> int:
     a = ap.parse_args()
     assert AGENT.exists(), f"{AGENT} is missing: make agent-static"
     touch = build_touch()
-    lat = latency(touch, a.crossings)
+    lat = latency(touch, a.crossings, rust=False)
+    lat["rust"] = latency(touch, a.crossings, rust=True)
+    lat["v1, Rust caller"] = lat["rust"]["v1, Rust caller"]
     table(
-        f"Notification latency, threshold crossing to Python callback ({lat['crossings']} crossings, "
+        f"Notification latency, threshold crossing to callback ({lat['crossings']} crossings, "
         f"{lat['ns_per_page']:.0f} ns per page touched)",
         [
             "path",
@@ -237,20 +275,27 @@ def main() -> int:
                 f"{lat[name]['crossing_to_wake_p50_us']:.0f} / {lat[name]['crossing_to_wake_p99_us']:.0f}",
                 f"{lat[name]['wake_to_callback_p50_us']:.0f} / {lat[name]['wake_to_callback_p99_us']:.0f}",
             ]
-            for name in ("v1", "poll")
+            for name in ("v1", "poll", "v1, Rust caller")
         ],
     )
     print(f"\nload average after the latency run: {' '.join(lat['loadavg_after'])}")
     ov = overhead(touch, a.pairs)
     table(
         f"mmap + touch bandwidth with 8 thresholds registered ({ov['pairs']} alternating pairs)",
-        ["without GB/s (median)", "with 8 thresholds GB/s (median)", "ratio (median of pairs)", "quartiles"],
+        [
+            "without GB/s (median)",
+            "with 8 thresholds GB/s (median)",
+            "ratio (median of pairs)",
+            "quartiles",
+            "95 % CI of the median",
+        ],
         [
             [
                 f"{ov['plain_gb_s']:.3f}",
                 f"{ov['watched_gb_s']:.3f}",
                 f"{ov['ratio']:.3f}",
                 f"{ov['ratio_q1']:.3f}-{ov['ratio_q3']:.3f}",
+                f"{ov['ratio_ci95'][0]:.3f}-{ov['ratio_ci95'][1]:.3f}",
             ]
         ],
     )

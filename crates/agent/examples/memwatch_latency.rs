@@ -1,6 +1,7 @@
 //! A Rust caller of `MemoryThresholdWatcher`, for bench/memwatch_perf.py: watches one threshold
-//! and, for each event, prints `direction wake_ns returned_ns` (CLOCK_MONOTONIC): when the watcher
-//! woke, and when `wait` handed the event to this caller — the moment a Rust callback would run.
+//! and, for each event, prints `direction wake_ns returned_ns usage` (CLOCK_MONOTONIC): when the
+//! watcher woke, and when `wait` handed the event to this caller — the moment a Rust callback
+//! would run.
 //!
 //!     memwatch_latency CGROUP THRESHOLD
 use std::io::Write;
@@ -35,7 +36,8 @@ fn main() {
         let events = w.wait(None).unwrap_or_else(|e| panic!("{e}"));
         let returned = monotonic_ns();
         for e in events {
-            let _ = writeln!(out, "{} {} {returned}", e.direction.name(), e.monotonic_ns);
+            let usage = e.usage.unwrap_or(0);
+            let _ = writeln!(out, "{} {} {returned} {usage}", e.direction.name(), e.monotonic_ns);
         }
         let _ = out.flush();
     }
