@@ -37,7 +37,12 @@ fn main() {
         let returned = monotonic_ns();
         for e in events {
             let usage = e.usage.unwrap_or(0);
-            let _ = writeln!(out, "{} {} {returned} {usage}", e.direction.name(), e.monotonic_ns);
+            let _ = writeln!(
+                out,
+                "{} {} {returned} {usage}",
+                e.direction.name(),
+                e.monotonic_ns
+            );
         }
         let _ = out.flush();
     }

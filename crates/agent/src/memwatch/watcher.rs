@@ -17,6 +17,16 @@ struct Line {
     bytes: u64,
 }
 
+/// How often a v1 threshold is registered again while usage crosses it during registration.
+const REGISTER_ATTEMPTS: u32 = 100;
+
+/// The side (true: usage at or above) the kernel gave a threshold at registration, from usage read
+/// just before and just after it; None if they differ, and so might the kernel's reading.
+fn side_at_registration(before: u64, after: u64, threshold: u64) -> Option<bool> {
+    let (a, b) = (before >= threshold, after >= threshold);
+    (a == b).then_some(a)
+}
+
 /// Wakes a blocked `wait` from another thread (an eventfd).
 #[derive(Clone, Debug)]
 pub struct StopHandle(std::sync::Arc<OwnedFd>);
@@ -174,29 +184,52 @@ impl MemoryThresholdWatcher {
         match backend {
             Backend::V1 => {
                 let control = cgroup.join("cgroup.event_control");
+                let unreadable = || bad(format!("{}: cannot be read", w.usage_path.display()));
                 for (i, line) in w.lines.iter().enumerate() {
-                    let efd = sys::eventfd().map_err(|e| {
-                        bad(format!(
-                            "threshold {} of {} ({}): {e}",
-                            i + 1,
-                            w.lines.len(),
-                            line.label
-                        ))
-                    })?;
-                    let usage_fd = w.usage_fd.as_ref().expect("open").as_raw_fd();
-                    let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
-                    fs::write(&control, &msg).map_err(|e| {
-                        bad(format!(
-                            "{} refused threshold {} of {} ({} = {} bytes): {}",
-                            control.display(),
-                            i + 1,
-                            w.lines.len(),
-                            line.label,
-                            line.bytes,
-                            sys::explain(&e)
-                        ))
-                    })?;
-                    w.v1_fds.push(efd);
+                    // The kernel fixes the threshold's side from usage at registration. Usage read
+                    // just before and just after on one side tells it; on both sides (usage was
+                    // crossing it meanwhile) it does not: register again, with a fresh eventfd.
+                    for attempt in 1.. {
+                        let efd = sys::eventfd().map_err(|e| {
+                            bad(format!(
+                                "threshold {} of {} ({}): {e}",
+                                i + 1,
+                                w.lines.len(),
+                                line.label
+                            ))
+                        })?;
+                        let usage_fd = w.usage_fd.as_ref().expect("open").as_raw_fd();
+                        let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
+                        let before = w.read_usage().ok_or_else(unreadable)?;
+                        fs::write(&control, &msg).map_err(|e| {
+                            bad(format!(
+                                "{} refused threshold {} of {} ({} = {} bytes): {}",
+                                control.display(),
+                                i + 1,
+                                w.lines.len(),
+                                line.label,
+                                line.bytes,
+                                sys::explain(&e)
+                            ))
+                        })?;
+                        let after = w.read_usage().ok_or_else(unreadable)?;
+                        match side_at_registration(before, after, line.bytes) {
+                            Some(above) => {
+                                w.above[i] = above;
+                                w.v1_fds.push(efd);
+                                break;
+                            }
+                            // Closing the eventfd unregisters it.
+                            None if attempt < REGISTER_ATTEMPTS => drop(efd),
+                            None => {
+                                return Err(bad(format!(
+                                    "threshold {} ({} bytes): usage kept crossing it during \
+                                     {REGISTER_ATTEMPTS} registrations, its side is unknown",
+                                    line.label, line.bytes
+                                )))
+                            }
+                        }
+                    }
                 }
                 parts.push(format!(
                     "v1: {} eventfd threshold(s) on {} via cgroup.event_control",
@@ -240,12 +273,14 @@ impl MemoryThresholdWatcher {
             Backend::Psi => unreachable!("a PSI-only watch is made by open_psi_only"),
         }
         w.describe = parts.join("; ");
-        // The kernel's side of each threshold is fixed at registration: read usage once now.
-        let usage = w
-            .read_usage()
-            .ok_or_else(|| bad(format!("{}: cannot be read", w.usage_path.display())))?;
-        for (i, line) in w.lines.iter().enumerate() {
-            w.above[i] = usage >= line.bytes;
+        if backend != Backend::V1 {
+            // Polling compares each reading with the side it saw last: start from usage now.
+            let usage = w
+                .read_usage()
+                .ok_or_else(|| bad(format!("{}: cannot be read", w.usage_path.display())))?;
+            for (i, line) in w.lines.iter().enumerate() {
+                w.above[i] = usage >= line.bytes;
+            }
         }
         Ok(w)
     }
@@ -482,5 +517,30 @@ impl MemoryThresholdWatcher {
 impl Drop for MemoryThresholdWatcher {
     fn drop(&mut self) {
         self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::side_at_registration;
+
+    #[test]
+    fn the_side_is_known_only_when_usage_stayed_on_one_side_during_registration() {
+        assert_eq!(side_at_registration(10, 20, 30), Some(false));
+        assert_eq!(
+            side_at_registration(30, 40, 30),
+            Some(true),
+            "at the threshold is above"
+        );
+        assert_eq!(
+            side_at_registration(20, 40, 30),
+            None,
+            "crossed up meanwhile"
+        );
+        assert_eq!(
+            side_at_registration(40, 20, 30),
+            None,
+            "crossed down meanwhile"
+        );
     }
 }
