@@ -172,13 +172,15 @@ impl Actuator {
         let mut batch: Vec<Batch> = moves
             .iter()
             .map(|&(t, cpus)| {
-                let known = self.threads.get(&(t.pid, t.starttime)).filter(|k| {
-                    k.len() as u64 == t.num_threads && self.procfs.still_threads(t.pid, k)
-                });
-                let tids = match known {
+                let tids = match self.threads.get(&(t.pid, t.starttime)) {
                     _ if t.num_threads == 1 => vec![t.pid],
-                    Some(k) => k.clone(),
-                    None => self.procfs.tids(t.pid),
+                    Some(k)
+                        if k.len() as u64 == t.num_threads
+                            && self.procfs.still_threads(t.pid, k) =>
+                    {
+                        k.clone()
+                    }
+                    _ => self.procfs.tids(t.pid),
                 };
                 (t, cpus, tids)
             })

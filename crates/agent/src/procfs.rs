@@ -281,25 +281,33 @@ pub fn clock_ticks() -> f64 {
 mod tests {
     use super::*;
 
+    /// A thread of our own that lives until `end` is called: its tid and `end`.
+    fn own_thread() -> (i32, impl FnOnce()) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() }).unwrap();
+            stop_rx.recv().ok();
+        });
+        let tid = rx.recv().unwrap();
+        (tid, move || {
+            stop_tx.send(()).unwrap();
+            t.join().unwrap();
+        })
+    }
+
     #[test]
     fn a_thread_is_mapped_to_its_process() {
         // Our own threads, read for real: the main thread and a spawned one share our pid.
         let p = Procfs::new("/proc");
         let me = std::process::id() as i32;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            done_rx.recv().ok(); // alive until the checks are done
-        });
-        let tid = rx.recv().unwrap();
+        let (tid, end) = own_thread();
         assert_ne!(tid, me);
         assert_eq!(p.tgid(tid), Some(me));
         assert_eq!(p.tgid(me), Some(me));
         assert_eq!(p.tgid(i32::MAX), None, "no such task");
-        done_tx.send(()).unwrap();
-        t.join().unwrap();
+        end();
     }
 
     #[test]
@@ -356,22 +364,14 @@ mod tests {
     fn still_threads_checks_each_thread_for_real() {
         let p = Procfs::new("/proc");
         let me = std::process::id() as i32;
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
-            stop_rx.recv().unwrap();
-        });
-        let tid = rx.recv().unwrap();
+        let (tid, end) = own_thread();
         assert!(p.still_threads(me, &[me, tid]));
         assert!(!p.still_threads(1, &[tid]), "a thread of another process");
         assert!(
             !Procfs::new("/fake").still_threads(me, &[me]),
             "never on a fake tree"
         );
-        stop_tx.send(()).unwrap();
-        t.join().unwrap();
+        end();
         assert!(!p.still_threads(me, &[me, tid]), "a thread that has exited");
     }
 }
