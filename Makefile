@@ -65,11 +65,11 @@ bench-agent: build agent-static
 	$(PY) bench/agent_experiment.py --rounds 6 --duration 40 \
 		--configs lc-only be-unmanaged be-pin0 agent-coarse agent-fine --quiet-wait 180
 
-# memwatch (issue 4): notification latency (Python callbacks, then a Rust caller) and threshold
-# overhead (~16 min), then the cache-server demo with and without memwatch (~1 min). Root, cgroup
+# memwatch (issue 4): notification latency (Python callbacks, then a Rust caller; then both again
+# with no vCPU halting) and threshold overhead (~40 min), then the cache-server demo with and without memwatch (~1 min). Root, cgroup
 # v1 memory controller, a C compiler.
 bench-memwatch: build agent-static
-	$(PY) bench/memwatch_perf.py --crossings 1000 --pairs 100 --out bench/results/memwatch/perf.json
+	$(PY) bench/memwatch_perf.py --crossings 1000 --pairs 100 --keep-awake --out bench/results/memwatch/perf.json
 	$(PY) examples/memwatch_demo.py --duration 20 --out bench/results/memwatch/demo.json
 
 clean:

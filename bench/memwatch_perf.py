@@ -13,7 +13,12 @@ overhead: mmap + touch + munmap bandwidth of the same allocator, alternating run
   8 thresholds registered (a `colosched-agent memwatch` process consuming their events, all 8
   crossed up and down in every round); the median of the per-pair ratios.
 
-    sudo .venv/bin/python bench/memwatch_perf.py [--crossings 1000] [--pairs 15] [--out FILE]
+With --keep-awake the latency runs are repeated with a SCHED_IDLE busy loop on every CPU, so no
+vCPU of this VM halts while the watchers wait (bench/machine/vcpu_wake.c: waking a thread on a
+halted vCPU here takes 1-9 ms at p99, on one kept awake 35-280 us). --pairs 0 skips the overhead.
+
+    sudo .venv/bin/python bench/memwatch_perf.py [--crossings 1000] [--pairs 15] [--keep-awake]
+        [--out FILE]
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import time
 import uuid
 from pathlib import Path
 
-from benchutil import remove_cgroups, table
+from benchutil import remove_cgroups, steal_fraction, steal_ticks, table, vcpus_kept_awake
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / "bench/.work"
@@ -114,6 +119,7 @@ def latency(touch: Path, crossings: int, rust: bool) -> dict:
             ]
             assert handles[0].watcher.backend == "v1" and handles[1].watcher.backend == "poll"
         # Hold 200 ms on each side so the 100 ms poller sees every crossing too.
+        steal0 = steal_ticks()
         p = in_group(
             cg,
             [
@@ -130,6 +136,7 @@ def latency(touch: Path, crossings: int, rust: bool) -> dict:
         )
         rounds = [tuple(float(x) for x in line.split()) for line in p.stdout]
         assert p.wait() == 0, "the allocator failed"
+        steal = steal_fraction(steal0, steal_ticks())
         time.sleep(0.3)
         for h in handles:
             h.stop()
@@ -143,6 +150,8 @@ def latency(touch: Path, crossings: int, rust: bool) -> dict:
         "crossings": len(rounds),
         "ns_per_page": statistics.median(r[3] for r in rounds),
         "loadavg_after": Path("/proc/loadavg").read_text().split()[:3],
+        # The host's share: waking a watcher waits for its vCPU to be run again.
+        "steal": steal,
     }
     # A crossing's window opens 64 pages before the touch that reaches the threshold (the counter
     # may get there that early) and closes where the next one opens.
@@ -180,6 +189,7 @@ def latency(touch: Path, crossings: int, rust: bool) -> dict:
             "crossing_to_wake_p99_us": pct(to_wake, 99),
             "wake_to_callback_p50_us": pct(own, 50),
             "wake_to_callback_p99_us": pct(own, 99),
+            "steal": steal,
         }
     return out
 
@@ -238,13 +248,35 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--crossings", type=int, default=1000)
     ap.add_argument("--pairs", type=int, default=30)
+    ap.add_argument("--keep-awake", action="store_true", help="repeat the latency runs with no vCPU halting")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args()
     assert AGENT.exists(), f"{AGENT} is missing: make agent-static"
     touch = build_touch()
-    lat = latency(touch, a.crossings, rust=False)
-    lat["rust"] = latency(touch, a.crossings, rust=True)
-    lat["v1, Rust caller"] = lat["rust"]["v1, Rust caller"]
+    lat = latency_pair(touch, a.crossings)
+    if a.keep_awake:
+        with vcpus_kept_awake():
+            lat["kept_awake"] = latency_pair(touch, a.crossings)
+    rows = []
+    for suffix, runs in [("", lat), (", vCPUs kept awake", lat.get("kept_awake"))]:
+        for name in ("v1", "poll", "v1, Rust caller") if runs else ():
+            r = runs[name]
+            rows.append(
+                [
+                    name + suffix,
+                    r["callbacks"],
+                    r["missed"],
+                    f"{r['p50_us']:.0f}",
+                    f"{r['p99_us']:.0f}",
+                    f"{r['max_us']:.0f}",
+                    f"{r['p50_us_early']:.0f}",
+                    f"{r['p99_us_early']:.0f}",
+                    f"{r['overshoot_pages_p50']:.0f}",
+                    f"{r['crossing_to_wake_p50_us']:.0f} / {r['crossing_to_wake_p99_us']:.0f}",
+                    f"{r['wake_to_callback_p50_us']:.0f} / {r['wake_to_callback_p99_us']:.0f}",
+                    f"{100 * r['steal']:.1f}",
+                ]
+            )
     table(
         f"Notification latency, threshold crossing to callback ({lat['crossings']} crossings, "
         f"{lat['ns_per_page']:.0f} ns per page touched)",
@@ -260,26 +292,32 @@ def main() -> int:
             "usage past threshold, pages p50",
             "crossing to wake-up p50 / p99 µs",
             "wake-up to callback p50 / p99 µs",
+            "steal % during the run",
         ],
-        [
-            [
-                name,
-                lat[name]["callbacks"],
-                lat[name]["missed"],
-                f"{lat[name]['p50_us']:.0f}",
-                f"{lat[name]['p99_us']:.0f}",
-                f"{lat[name]['max_us']:.0f}",
-                f"{lat[name]['p50_us_early']:.0f}",
-                f"{lat[name]['p99_us_early']:.0f}",
-                f"{lat[name]['overshoot_pages_p50']:.0f}",
-                f"{lat[name]['crossing_to_wake_p50_us']:.0f} / {lat[name]['crossing_to_wake_p99_us']:.0f}",
-                f"{lat[name]['wake_to_callback_p50_us']:.0f} / {lat[name]['wake_to_callback_p99_us']:.0f}",
-            ]
-            for name in ("v1", "poll", "v1, Rust caller")
-        ],
+        rows,
     )
     print(f"\nload average after the latency run: {' '.join(lat['loadavg_after'])}")
-    ov = overhead(touch, a.pairs)
+    ov = overhead(touch, a.pairs) if a.pairs else None
+    if ov:
+        overhead_table(ov)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = "sudo .venv/bin/python bench/memwatch_perf.py " + " ".join(sys.argv[1:])
+        a.out.write_text(
+            json.dumps({"command": cmd.strip(), "latency": lat, "overhead": ov}, indent=2) + "\n"
+        )
+    return 0
+
+
+def latency_pair(touch: Path, crossings: int) -> dict:
+    """The Python run, then the Rust caller's run; one dict as the JSON keeps it."""
+    lat = latency(touch, crossings, rust=False)
+    lat["rust"] = latency(touch, crossings, rust=True)
+    lat["v1, Rust caller"] = lat["rust"]["v1, Rust caller"]
+    return lat
+
+
+def overhead_table(ov: dict) -> None:
     table(
         f"mmap + touch bandwidth with 8 thresholds registered ({ov['pairs']} alternating pairs)",
         [
@@ -299,13 +337,6 @@ def main() -> int:
             ]
         ],
     )
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = "sudo .venv/bin/python bench/memwatch_perf.py " + " ".join(sys.argv[1:])
-        a.out.write_text(
-            json.dumps({"command": cmd.strip(), "latency": lat, "overhead": ov}, indent=2) + "\n"
-        )
-    return 0
 
 
 if __name__ == "__main__":

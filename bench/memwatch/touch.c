@@ -6,7 +6,10 @@
  *     t_cross is the touch of page ceil((THRESHOLD-B0)/4096) (the one whose charge brings usage
  *     to the threshold) and t_cross_early the touch 64 pages before it (the kernel charges in
  *     batches of up to 64 pages, so the counter may cross that much earlier); hold HOLD_MS above,
- *     munmap, hold HOLD_MS below.
+ *     munmap, hold HOLD_MS below. A round touches REGION_MB plus 0-127 more pages, at random:
+ *     the kernel checks thresholds once every 128 page events (charges and uncharges) of a CPU,
+ *     and with the same page count in every round that check fell at the same distance past the
+ *     threshold in all rounds of a run, a distance drawn anew in each run.
  *   touch bw ROUNDS REGION_MB
  *     mmap + touch + munmap REGION_MB ROUNDS times; print bytes per second.
  */
@@ -57,11 +60,13 @@ int main(int argc, char **argv) {
         long rounds = atol(argv[2]);
         uint64_t threshold = strtoull(argv[3], NULL, 10);
         const char *usage_file = argv[4];
-        size_t bytes = (size_t)atol(argv[5]) << 20, pages = bytes / PAGE;
+        size_t most = ((size_t)atol(argv[5]) << 20) / PAGE + 127;
         long hold = atol(argv[6]);
-        uint64_t *ts = calloc(pages, sizeof *ts);
-        memset(ts, 1, pages * sizeof *ts); /* charged before the first round */
+        uint64_t *ts = calloc(most, sizeof *ts);
+        memset(ts, 1, most * sizeof *ts); /* charged before the first round */
+        srand(getpid());
         for (long r = 0; r < rounds; r++) {
+            size_t pages = most - rand() % 128, bytes = pages * PAGE;
             uint64_t b0 = read_usage(usage_file);
             if (b0 >= threshold) {
                 fprintf(stderr, "usage %llu already at the threshold\n", (unsigned long long)b0);
