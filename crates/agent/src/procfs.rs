@@ -292,7 +292,7 @@ impl Procfs {
     }
 }
 
-/// Reads a small /proc file with plain read(2) calls. `read_to_string` on a `File` first asks
+/// Reads a small /proc file with plain pread(2) calls. `read_to_string` on a `File` first asks
 /// for its size and position (statx, lseek), which /proc files do not have: two wasted system
 /// calls per file, a tenth of reading 1,000 stat files.
 fn read_into(path: &Path, buf: &mut String) -> std::io::Result<()> {
