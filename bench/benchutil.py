@@ -10,8 +10,12 @@ import time
 from pathlib import Path
 
 # A busy loop pinned to one CPU (argv[1]) at SCHED_IDLE: it runs only when nothing else wants
-# that CPU, and the scheduler preempts it at once for any normal task that wakes up there.
-_SPIN = """import os, sys
+# that CPU, and the scheduler preempts it at once for any normal task that wakes up there. It dies
+# with the bench (argv[2]), even one killed with SIGKILL.
+_SPIN = """import ctypes, os, sys
+ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG = SIGKILL
+if os.getppid() != int(sys.argv[2]):
+    sys.exit()  # the bench died before the line above
 os.sched_setaffinity(0, {int(sys.argv[1])})
 os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 while True:
@@ -40,7 +44,7 @@ def vcpus_kept_awake(enabled: bool = True):
     try:
         if enabled:
             for cpu in sorted(os.sched_getaffinity(0)):
-                spinners.append(subprocess.Popen([sys.executable, "-c", _SPIN, str(cpu)]))
+                spinners.append(subprocess.Popen([sys.executable, "-c", _SPIN, str(cpu), str(os.getpid())]))
             time.sleep(0.2)  # let them start
         yield
     finally:

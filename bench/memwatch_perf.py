@@ -15,7 +15,8 @@ overhead: mmap + touch + munmap bandwidth of the same allocator, alternating run
 
 With --keep-awake the latency runs are repeated with a SCHED_IDLE busy loop on every CPU, so no
 vCPU of this VM halts while the watchers wait (bench/machine/vcpu_wake.c: waking a thread on a
-halted vCPU here takes 1-9 ms at p99, on one kept awake 35-280 us). --pairs 0 skips the overhead.
+halted vCPU here took 0.08-8.8 ms at p99, on one kept awake 0.04-1.1 ms). --pairs 0 skips the
+overhead, --crossings 0 the latency.
 
     sudo .venv/bin/python bench/memwatch_perf.py [--crossings 1000] [--pairs 15] [--keep-awake]
         [--out FILE]
@@ -253,10 +254,25 @@ def main() -> int:
     a = ap.parse_args()
     assert AGENT.exists(), f"{AGENT} is missing: make agent-static"
     touch = build_touch()
-    lat = latency_pair(touch, a.crossings)
-    if a.keep_awake:
+    lat = latency_report(touch, a.crossings, a.keep_awake) if a.crossings else None
+    ov = overhead(touch, a.pairs) if a.pairs else None
+    if ov:
+        overhead_table(ov)
+    if a.out:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        cmd = "sudo .venv/bin/python bench/memwatch_perf.py " + " ".join(sys.argv[1:])
+        a.out.write_text(
+            json.dumps({"command": cmd.strip(), "latency": lat, "overhead": ov}, indent=2) + "\n"
+        )
+    return 0
+
+
+def latency_report(touch: Path, crossings: int, keep_awake: bool) -> dict:
+    """The latency runs (and with keep_awake the same again with no vCPU halting), as a table."""
+    lat = latency_pair(touch, crossings)
+    if keep_awake:
         with vcpus_kept_awake():
-            lat["kept_awake"] = latency_pair(touch, a.crossings)
+            lat["kept_awake"] = latency_pair(touch, crossings)
     rows = []
     for suffix, runs in [("", lat), (", vCPUs kept awake", lat.get("kept_awake"))]:
         for name in ("v1", "poll", "v1, Rust caller") if runs else ():
@@ -297,16 +313,7 @@ def main() -> int:
         rows,
     )
     print(f"\nload average after the latency run: {' '.join(lat['loadavg_after'])}")
-    ov = overhead(touch, a.pairs) if a.pairs else None
-    if ov:
-        overhead_table(ov)
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        cmd = "sudo .venv/bin/python bench/memwatch_perf.py " + " ".join(sys.argv[1:])
-        a.out.write_text(
-            json.dumps({"command": cmd.strip(), "latency": lat, "overhead": ov}, indent=2) + "\n"
-        )
-    return 0
+    return lat
 
 
 def latency_pair(touch: Path, crossings: int) -> dict:
