@@ -2,7 +2,7 @@
  *
  *   touch latency ROUNDS THRESHOLD_BYTES USAGE_FILE REGION_MB HOLD_MS
  *     Each round: read the group's usage B0, mmap REGION_MB and touch it page by page, taking
- *     CLOCK_MONOTONIC after each page; print "B0 t_cross t_cross_early ns_per_page", where
+ *     CLOCK_MONOTONIC after each page; print "B0 t_cross t_cross_early ns_per_page pages", where
  *     t_cross is the touch of page ceil((THRESHOLD-B0)/4096) (the one whose charge brings usage
  *     to the threshold) and t_cross_early the touch 64 pages before it (the kernel charges in
  *     batches of up to 64 pages, so the counter may cross that much earlier); hold HOLD_MS above,
@@ -84,8 +84,9 @@ int main(int argc, char **argv) {
                 ts[i] = now_ns();
             }
             size_t early = k > 64 ? k - 64 : 1;
-            printf("%llu %llu %llu %.1f\n", (unsigned long long)b0, (unsigned long long)ts[k - 1],
-                   (unsigned long long)ts[early - 1], (double)(ts[pages - 1] - start) / pages);
+            printf("%llu %llu %llu %.1f %zu\n", (unsigned long long)b0,
+                   (unsigned long long)ts[k - 1], (unsigned long long)ts[early - 1],
+                   (double)(ts[pages - 1] - start) / pages, pages);
             fflush(stdout);
             sleep_ms(hold);
             munmap(p, bytes);

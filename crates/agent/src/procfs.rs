@@ -172,7 +172,7 @@ impl Procfs {
     pub fn new(root: impl Into<PathBuf>) -> Procfs {
         let root = root.into();
         let mut max_kept = 0;
-        if root == Path::new("/proc") {
+        if is_real(&root) {
             let mut lim = libc::rlimit {
                 rlim_cur: 0,
                 rlim_max: 0,
@@ -243,7 +243,7 @@ impl Procfs {
     /// The CPUs `pid` may run on: `sched_getaffinity` on the real /proc (a syscall, no file),
     /// `Cpus_allowed_list` of <root>/<pid>/status on a fake tree.
     pub fn affinity(&self, pid: i32) -> Option<Vec<usize>> {
-        if self.root == Path::new("/proc") {
+        if is_real(&self.root) {
             return crate::actuator::get_affinity(pid).ok();
         }
         let text = fs::read_to_string(self.root.join(format!("{pid}/status"))).ok()?;
@@ -258,7 +258,7 @@ impl Procfs {
     /// /proc/<pid>/task listing. The main thread (`tid == pid`) is not checked: the caller has just
     /// read the process. Always false on a fake tree, whose pids are not real.
     pub fn still_threads(&self, pid: i32, tids: &[i32]) -> bool {
-        self.root == Path::new("/proc")
+        is_real(&self.root)
             && tids.iter().filter(|&&tid| tid != pid).all(|&tid| {
                 // SAFETY: tgkill with signal 0 only looks the thread up.
                 unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) == 0 }
@@ -290,6 +290,11 @@ impl Procfs {
             })
             .unwrap_or(false)
     }
+}
+
+/// The machine's own /proc, not a fake tree of a test.
+fn is_real(root: &Path) -> bool {
+    root == Path::new("/proc")
 }
 
 /// Reads a small /proc file with plain pread(2) calls. `read_to_string` on a `File` first asks

@@ -181,10 +181,10 @@ impl MemoryThresholdWatcher {
         };
         // On error `w` drops here, closing whatever was registered so far.
         let mut parts = Vec::new();
+        let unreadable = |path: &Path| bad(format!("{}: cannot be read", path.display()));
         match backend {
             Backend::V1 => {
                 let control = cgroup.join("cgroup.event_control");
-                let unreadable = || bad(format!("{}: cannot be read", w.usage_path.display()));
                 for (i, line) in w.lines.iter().enumerate() {
                     // The kernel fixes the threshold's side from usage at registration. Usage read
                     // just before and just after on one side tells it; on both sides (usage was
@@ -200,7 +200,7 @@ impl MemoryThresholdWatcher {
                         })?;
                         let usage_fd = w.usage_fd.as_ref().expect("open").as_raw_fd();
                         let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
-                        let before = w.read_usage().ok_or_else(unreadable)?;
+                        let before = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
                         fs::write(&control, &msg).map_err(|e| {
                             bad(format!(
                                 "{} refused threshold {} of {} ({} = {} bytes): {}",
@@ -212,7 +212,7 @@ impl MemoryThresholdWatcher {
                                 sys::explain(&e)
                             ))
                         })?;
-                        let after = w.read_usage().ok_or_else(unreadable)?;
+                        let after = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
                         match side_at_registration(before, after, line.bytes) {
                             Some(above) => {
                                 w.above[i] = above;
@@ -275,9 +275,7 @@ impl MemoryThresholdWatcher {
         w.describe = parts.join("; ");
         if backend != Backend::V1 {
             // Polling compares each reading with the side it saw last: start from usage now.
-            let usage = w
-                .read_usage()
-                .ok_or_else(|| bad(format!("{}: cannot be read", w.usage_path.display())))?;
+            let usage = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
             for (i, line) in w.lines.iter().enumerate() {
                 w.above[i] = usage >= line.bytes;
             }
