@@ -83,6 +83,14 @@ struct Snapshot {
     be: Vec<f64>,
 }
 
+/// A BE process's cumulative ticks at a sample, and its threads' (ticks, last CPU) when it is
+/// charged thread by thread (`None`: from its aggregate, being pinned inside one node).
+#[derive(Clone)]
+struct ProcTicks {
+    ticks: u64,
+    threads: Option<HashMap<i32, (u64, usize)>>,
+}
+
 /// Keeps the last interval's counters and turns each new sample into per-node readings over
 /// the interval that ends now.
 pub struct Sensor {
@@ -94,10 +102,8 @@ pub struct Sensor {
     be_total: Vec<f64>,
     /// BE load per node (fraction of its CPUs) between the last two samples, if BE time is known.
     pub recent_be: Option<Vec<f64>>,
-    /// Per BE thread: cumulative ticks and the CPU it was on, at the previous sample.
-    prev_threads: HashMap<i32, (u64, usize)>,
-    /// Per BE process pinned inside one node: cumulative ticks at the previous sample.
-    prev_procs: HashMap<i32, u64>,
+    /// Per BE process, at the previous sample.
+    prev_procs: HashMap<i32, ProcTicks>,
     psi_cgroups: Vec<PathBuf>,
     /// Busy sensor: the BE cgroups' cpuacct directories, if every BE selector is such a cgroup.
     cpuacct: Vec<PathBuf>,
@@ -118,7 +124,6 @@ impl Sensor {
             window: VecDeque::new(),
             be_total: Vec::new(),
             recent_be: None,
-            prev_threads: HashMap::new(),
             prev_procs: HashMap::new(),
             psi_cgroups,
             cpuacct,
@@ -131,11 +136,12 @@ impl Sensor {
         self.kind == SensorKind::Busy && self.cpuacct.is_empty()
     }
 
-    /// Samples per interval when the config gives none: 5 when a sample is cheap, 1 for the
-    /// per-thread busy sensor (it reads every BE thread's stat file at each sample).
+    /// Samples per interval when the config gives none: 5 when a sample is cheap; 2 for the
+    /// per-thread busy sensor, which reads every BE process's stat file at each sample. Two is the
+    /// fewest that see a full-CPU load step over a 0.5 threshold within one interval.
     pub fn default_samples(&self) -> usize {
         if self.needs_be_pids() {
-            1
+            2
         } else {
             5
         }
@@ -154,6 +160,13 @@ impl Sensor {
     /// CPU it last ran on. A thread first seen now counts from 0 if its process was seen before
     /// (it was born in this interval); a newly selected process counts nothing in its first
     /// interval (its past is not this interval's).
+    ///
+    /// Each process's aggregate /proc/<pid>/stat (a kept file) is read first. A process whose time
+    /// did not move ran no thread: nothing is charged and its threads are not read, so idle BE
+    /// processes cost one read each. A process pinned inside one node runs all its threads there
+    /// (new ones inherit the mask): its aggregate is charged to that node. The sample at which it
+    /// became pinned (the agent just moved it) still reads its threads, as the previous sample
+    /// did, so that interval is charged too.
     fn be_seconds_from_threads(
         &mut self,
         procfs: &Procfs,
@@ -161,55 +174,57 @@ impl Sensor {
         pids: &[i32],
     ) -> Vec<f64> {
         let mut per_node = vec![0.0; topo.nodes.len()];
-        let mut now = HashMap::with_capacity(self.prev_threads.len());
+        let mut now = HashMap::with_capacity(self.prev_procs.len());
         let mut buf = String::new();
-        let mut procs_now = HashMap::new();
         for &pid in pids {
-            // A process pinned inside one node runs all its threads there (new ones inherit the
-            // mask): its aggregate /proc/<pid>/stat is enough, one read instead of one per thread.
-            // The sample at which it became pinned (the agent just moved it) still reads its
-            // threads, as the previous sample did, so that interval is charged too.
-            let pinned = procfs.affinity(pid).and_then(|m| topo.node_containing(&m));
-            let read_threads = pinned.is_none() || self.prev_threads.contains_key(&pid);
-            if let Some(n) = pinned {
-                if let Some(st) = procfs.proc_stat(pid, &mut buf) {
-                    if !read_threads {
-                        let before = self.prev_procs.get(&pid).copied().unwrap_or(st.cpu_ticks);
-                        per_node[n] += delta(st.cpu_ticks, before) as f64 / self.hz;
-                    }
-                    procs_now.insert(pid, st.cpu_ticks);
-                }
-            }
-            if !read_threads {
+            let Some(st) = procfs.proc_stat(pid, &mut buf) else {
+                continue;
+            };
+            let prev = self.prev_procs.remove(&pid);
+            if let Some(p) = prev.as_ref().filter(|p| p.ticks == st.cpu_ticks) {
+                now.insert(pid, p.clone());
                 continue;
             }
-            for tid in procfs.tids(pid) {
-                let Some(st) = procfs.task_stat(pid, tid, &mut buf) else {
-                    continue;
-                };
-                let (before, was_on) = match self.prev_threads.get(&tid) {
-                    Some(&(ticks, cpu)) => (ticks, Some(cpu)),
-                    None if self.prev_threads.contains_key(&pid) => (0, None),
-                    None => (st.cpu_ticks, None),
-                };
-                let secs = delta(st.cpu_ticks, before) as f64 / self.hz;
-                // A thread seen on another node at the previous sample hopped during the interval:
-                // half its time goes to each node (last-CPU attribution alone can make the LC node
-                // look idle and a BE-only node look pressured).
-                let last = topo.node_of_cpu(st.processor);
-                let first = was_on.and_then(|c| topo.node_of_cpu(c)).or(last);
-                for (node, share) in [(first, 0.5), (last, 0.5)] {
-                    if let Some(n) = node {
-                        per_node[n] += secs * share;
+            let pinned = procfs.affinity(pid).and_then(|m| topo.node_containing(&m));
+            let by_threads = prev.as_ref().and_then(|p| p.threads.as_ref());
+            let threads = match pinned {
+                Some(n) if by_threads.is_none() => {
+                    if let Some(p) = &prev {
+                        per_node[n] += delta(st.cpu_ticks, p.ticks) as f64 / self.hz;
                     }
+                    None
                 }
-                if pinned.is_none() {
-                    now.insert(tid, (st.cpu_ticks, st.processor));
+                _ => {
+                    let mut seen = HashMap::new();
+                    for tid in procfs.tids(pid) {
+                        let Some(t) = procfs.task_stat(pid, tid, &mut buf) else {
+                            continue;
+                        };
+                        let (before, was_on) = match by_threads.map(|m| m.get(&tid)) {
+                            Some(Some(&(ticks, cpu))) => (ticks, Some(cpu)),
+                            Some(None) => (0, None),
+                            None => (t.cpu_ticks, None),
+                        };
+                        let secs = delta(t.cpu_ticks, before) as f64 / self.hz;
+                        // A thread seen on another node at the previous sample hopped during the
+                        // interval: half its time goes to each node (last-CPU attribution alone
+                        // can make the LC node look idle and a BE-only node look pressured).
+                        let last = topo.node_of_cpu(t.processor);
+                        let first = was_on.and_then(|c| topo.node_of_cpu(c)).or(last);
+                        for (node, share) in [(first, 0.5), (last, 0.5)] {
+                            if let Some(n) = node {
+                                per_node[n] += secs * share;
+                            }
+                        }
+                        seen.insert(tid, (t.cpu_ticks, t.processor));
+                    }
+                    pinned.is_none().then_some(seen)
                 }
-            }
+            };
+            let ticks = st.cpu_ticks;
+            now.insert(pid, ProcTicks { ticks, threads });
         }
-        self.prev_threads = now;
-        self.prev_procs = procs_now;
+        self.prev_procs = now;
         per_node
     }
 
@@ -474,7 +489,31 @@ mod tests {
         write_stat_total(root, 1200, &[(0, 0), (110, 0)]);
         let r = s.sample(&p, &topo, &[70], 2.0).unwrap().unwrap();
         assert!(r[1].load.abs() < 1e-12, "{r:?}");
-        assert!(s.prev_threads.is_empty() && s.prev_procs[&70] == 610);
+        let p70 = &s.prev_procs[&70];
+        assert!(p70.threads.is_none() && p70.ticks == 610);
+    }
+
+    #[test]
+    fn an_idle_process_keeps_its_threads_unread() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        crate::select::tests::fake_proc(root, 80, "be", 0, 0, 500);
+        fs::write(root.join("80/status"), "Cpus_allowed_list:\t0-1\n").unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[80], 0.0).unwrap();
+        // Its time did not move: its thread list is not read (gone here, it would be forgotten).
+        fs::remove_dir_all(root.join("80/task")).unwrap();
+        write_stat_total(root, 1100, &[(50, 0), (0, 0)]);
+        let r = s.sample(&p, &topo, &[80], 1.0).unwrap().unwrap();
+        assert!((r[0].load - 0.5).abs() < 1e-12, "{r:?}");
+        // Then its thread runs 60 ticks on CPU 0, charged from the baseline kept at 500.
+        crate::select::tests::fake_proc(root, 80, "be", 0, 0, 560);
+        write_stat_total(root, 1200, &[(150, 0), (0, 0)]);
+        let r = s.sample(&p, &topo, &[80], 2.0).unwrap().unwrap();
+        assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
     }
 
     #[test]
