@@ -605,6 +605,7 @@ impl Agent {
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
             m.cycles += 1;
+            m.node_ids = self.topo.nodes.iter().map(|n| n.id).collect();
             m.node_load = c.readings.iter().map(|r| r.load).collect();
             m.node_steal = c.readings.iter().map(|r| r.steal).collect();
             m.be_tasks = c.tasks;
@@ -792,9 +793,12 @@ mod tests {
                 }],
                 ..Decision::default()
             },
+            readings: vec![NodeReading::default(); 2],
             ..Cycle::default()
         };
         a.record(&c, 0);
+        let metrics = a.metrics.lock().unwrap().render();
+        assert!(metrics.contains("colosched_agent_node_steal_ticks{node=\"2\"} 0"));
         let line: serde_json::Value =
             serde_json::from_str(fs::read_to_string(&log).unwrap().trim()).unwrap();
         assert_eq!(line["targets"], json!([2]));

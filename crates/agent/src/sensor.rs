@@ -150,7 +150,7 @@ impl Sensor {
     /// How the busy sensor learns the BE time, for the start-up log.
     pub fn be_time_source(&self) -> &'static str {
         if self.cpuacct.is_empty() {
-            "per-thread /proc/<pid>/task/<tid>/stat"
+            "/proc/<pid>/stat, and the threads of processes that ran"
         } else {
             "cpuacct.usage_percpu of the BE cgroups"
         }
