@@ -354,6 +354,11 @@ def test_a_second_agent_refuses_the_state_file_of_a_live_one(scene, agent_bin):
         ("interval_s = -1\n[be]\ncomm = 'x'\n", "interval_s: must be"),
         ("[topology]\npseudo_nodes = ['0']\n", "be: no best-effort selector"),
         ("policy = 'fine:heat'\n[be]\ncomm = 'x'\n", "policy:"),
+        (
+            "[topology]\npseudo_nodes = ['0', '1']\n[sensor]\nkind = 'psi'\npsi_cgroups = ['/x']\n"
+            "[be]\ncomm = 'x'\n",
+            "sensor.psi_cgroups: 1 given for 2 node(s)",
+        ),
     ],
 )
 def test_bad_config_exits_2_naming_the_key(tmp_path, agent_bin, config, key):
@@ -366,15 +371,25 @@ def test_bad_config_exits_2_naming_the_key(tmp_path, agent_bin, config, key):
     assert key in r.stderr and str(path) in r.stderr, r.stderr
 
 
-def test_example_config_checks_and_be_cgroup_overrides_it(agent_bin):
+def test_the_shipped_example_moves_the_be_cgroup_given_on_the_command_line(scene, agent_bin):
+    """examples/agent-pseudo-nodes.toml as shipped (2 s interval, hysteresis 2), its BE cgroup
+    replaced by --be-cgroup and its state file by --state-file: the BE hog of the given cgroup
+    leaves the LC hog's CPU, and SIGTERM puts its mask back."""
     example = ROOT / "examples/agent-pseudo-nodes.toml"
-    r = subprocess.run(
-        [str(agent_bin), "check-config", "--config", str(example), "--be-cgroup", "/sys/fs/cgroup/pids"],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
-    assert "2 node(s) from pseudo" in r.stdout
+    interval = 2.0
+    assert f"interval_s = {interval}" in example.read_text()
+    be = scene.add_be(["sh", "-c", HOG])
+    state, log = scene.tmp / "state.json", scene.tmp / "decisions.jsonl"
+    cmd = [str(agent_bin), "run", "--config", str(example), "--be-cgroup", str(scene.cgroup)]
+    cmd += ["--state-file", str(state), "--decision-log", str(log)]
+    scene.agent = subprocess.Popen(cmd, stderr=open(scene.tmp / "agent.err", "w"))  # noqa: SIM115
+    # Pressure fills half an interval, is held one more (hysteresis 2), then one sample period.
+    took = scene.wait_masks("1", timeout=2 * interval + 1)
+    scene.agent.send_signal(signal.SIGTERM)
+    assert scene.agent.wait(timeout=5) == 0, scene.log()
+    assert mask(be.pid) == "0-1", "SIGTERM puts the original mask back"
+    assert {m["pid"] for d in scene.decisions() for m in d["moved"]} == {be.pid}
+    print(f"the example moved BE {took:.2f} s after the agent started")
 
 
 def test_python_cli_runs_the_same_agent_and_restores_on_sigterm(scene):

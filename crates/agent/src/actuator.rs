@@ -115,6 +115,20 @@ impl ErrorCounts {
     pub fn total(&self) -> u64 {
         self.by_kind.values().sum()
     }
+
+    /// One line per kind counted since `seen` (which it updates), with its last message: what
+    /// the daemon logs.
+    pub fn report_new(&self, seen: &mut BTreeMap<&'static str, u64>) -> Vec<String> {
+        let mut out = Vec::new();
+        for (&kind, &n) in &self.by_kind {
+            let before = seen.insert(kind, n).unwrap_or(0);
+            if n > before {
+                let last = self.last.get(kind).map_or("", String::as_str);
+                out.push(format!("{} {kind} error(s), the last: {last}", n - before));
+            }
+        }
+        out
+    }
 }
 
 /// A process to pin, its CPUs, and the threads of it this pass looks at.
@@ -378,6 +392,26 @@ pub fn controller_dir(cgroup: &Path, controller: &str, file: &str) -> Option<Pat
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_errors_are_reported_once_with_their_last_message() {
+        let mut e = ErrorCounts::default();
+        let mut seen = BTreeMap::new();
+        e.count(&io::Error::from_raw_os_error(libc::ESRCH), "tid 7");
+        e.count(&io::Error::from_raw_os_error(libc::ESRCH), "tid 8");
+        let lines = e.report_new(&mut seen);
+        assert_eq!(lines.len(), 1);
+        assert!(
+            lines[0].starts_with("2 esrch error(s), the last: tid 8: "),
+            "{lines:?}"
+        );
+        assert!(e.report_new(&mut seen).is_empty(), "nothing new");
+        e.add("selector", "/x/cgroup.procs: gone".into());
+        assert_eq!(
+            e.report_new(&mut seen),
+            ["1 selector error(s), the last: /x/cgroup.procs: gone"]
+        );
+    }
 
     #[test]
     fn hex_masks() {

@@ -1,6 +1,7 @@
 //! The command line: `run`, `plan --once`, `restore`, `check-config`. Exit 2 on a bad command
 //! line or config (the message names the flag or key), 1 on a runtime failure.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -11,12 +12,14 @@ use crate::state::State;
 
 const USAGE: &str = "usage:
   colosched-agent run          --config FILE [--be-cgroup PATH]... [--policy P] [--interval S]
-                               [--dry-run] [--state-file F] [--decision-log F] [--metrics ADDR]
+                               [--dry-run] [--state-file F] [--decision-log F] [--metrics ADDR|PORT]
   colosched-agent plan --once  --config FILE [--be-cgroup PATH]... [--policy P] [--json]
   colosched-agent restore      (--config FILE | --state-file F)
   colosched-agent check-config --config FILE [--be-cgroup PATH]...
   colosched-agent memwatch     --cgroup PATH --threshold SIZE|PCT... (memwatch --help)
 policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)";
+
+const ERRORS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 enum Failure {
     Usage(String),
@@ -87,6 +90,15 @@ fn parse_args(args: &[String]) -> Result<Args, Failure> {
 }
 
 /// The config file with the command line's overrides applied, validated.
+/// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
+/// config error: named with the config file.
+fn in_config(a: &Args, e: String) -> Failure {
+    match &a.config {
+        Some(p) => Failure::Usage(format!("{}: {e}", p.display())),
+        None => Failure::Usage(e),
+    }
+}
+
 fn load_config(a: &Args) -> Result<Config, Failure> {
     let path = a
         .config
@@ -140,7 +152,7 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
     match cmd.as_str() {
         "check-config" => {
             let c = load_config(&a)?;
-            let agent = Agent::new(c).map_err(Failure::Usage)?;
+            let agent = Agent::new(c).map_err(|e| in_config(&a, e))?;
             println!(
                 "ok: {} node(s) from {} ({}), sensor {} ({}), threshold {}, policy {}",
                 agent.topo.nodes.len(),
@@ -167,7 +179,7 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             }
             let mut c = load_config(&a)?;
             c.decision_log = None;
-            let mut agent = Agent::new(c).map_err(Failure::Usage)?;
+            let mut agent = Agent::new(c).map_err(|e| in_config(&a, e))?;
             let cycle = agent.plan_once().map_err(Failure::Runtime)?;
             let out = agent.plan_json(&cycle);
             if a.json {
@@ -208,8 +220,7 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             Ok(0)
         }
         "run" => {
-            // A config the system cannot honour (no NUMA nodes, no cpuset twin) is a config error.
-            let agent = Agent::new(load_config(&a)?).map_err(Failure::Usage)?;
+            let agent = Agent::new(load_config(&a)?).map_err(|e| in_config(&a, e))?;
             run(agent).map_err(Failure::Runtime)
         }
         other => Err(Failure::Usage(format!(
@@ -254,6 +265,9 @@ fn run(mut agent: Agent) -> Result<i32, String> {
     let interval =
         Duration::from_secs_f64(agent.cfg.interval_s / agent.samples_per_interval() as f64);
     let mut next = std::time::Instant::now();
+    // Errors are counted every cycle and logged at most every ERRORS_LOGGED_EVERY (a churning
+    // BE job can make every cycle meet a few vanished threads).
+    let (mut errors_seen, mut errors_logged) = (BTreeMap::new(), None::<std::time::Instant>);
     let result = loop {
         match agent.step(true) {
             Ok(c) if !c.decision.moves.is_empty() => log(&format!(
@@ -270,6 +284,15 @@ fn run(mut agent: Agent) -> Result<i32, String> {
             Ok(_) => {}
             Err(e) if e.starts_with("state file") => break Err(e), // cannot record: stop changing things
             Err(e) => log(&format!("cycle failed: {e}")),
+        }
+        if errors_logged.is_none_or(|t| t.elapsed() >= ERRORS_LOGGED_EVERY) {
+            let lines = agent.actuator.errors.report_new(&mut errors_seen);
+            if !lines.is_empty() {
+                errors_logged = Some(std::time::Instant::now());
+            }
+            for line in lines {
+                log(&line);
+            }
         }
         next += interval;
         let wait = next.saturating_duration_since(std::time::Instant::now());

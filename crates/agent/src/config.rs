@@ -34,7 +34,7 @@ pub struct Config {
     /// `None` = the sensor's default (steal 50 ticks, busy 0.5, psi 10 %).
     pub threshold: Option<f64>,
     pub hysteresis: u32,
-    /// Samples per interval (`None` = the sensor's default: 5, or 1 for per-thread BE time).
+    /// Samples per interval (`None` = the sensor's default: 5, or 2 for BE time from stat files).
     pub samples_per_interval: Option<usize>,
     pub psi_cgroups: Vec<PathBuf>,
     pub be_cgroups: Vec<PathBuf>,

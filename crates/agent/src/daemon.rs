@@ -137,6 +137,13 @@ impl Agent {
             })?,
         };
         let (kind, sensor_reason) = cfg.sensor.resolve(&procfs);
+        if kind == SensorKind::Psi && cfg.psi_cgroups.len() != topo.nodes.len() {
+            return Err(format!(
+                "sensor.psi_cgroups: {} given for {} node(s); the psi sensor needs one LC cgroup2 directory per node",
+                cfg.psi_cgroups.len(),
+                topo.nodes.len()
+            ));
+        }
         let threshold = cfg.threshold.unwrap_or(kind.default_threshold());
         let comm = cfg
             .be_comm
@@ -836,6 +843,26 @@ mod tests {
             (2..=4).contains(&looks) && skips >= 5,
             "one look per 0.4 s over 0.45 s: {notes:?}"
         );
+    }
+
+    #[test]
+    fn hysteresis_needs_that_many_intervals_over_threshold_in_a_row() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = fake_agent(dir.path(), "0-1", 1.0);
+        agent.cfg.hysteresis = 2;
+        // Node 0's busy ticks per interval of 100: calm, over, over, calm, over. The BE task may
+        // run there, so a trigger plans its move.
+        let mut busy = 0;
+        let planned: Vec<bool> = [0, 90, 90, 10, 90]
+            .iter()
+            .zip(1u64..)
+            .map(|(&b, i)| {
+                busy += b;
+                stat(&dir.path().join("proc"), 1000 + i * 100, busy);
+                !agent.step(false).unwrap().decision.moves.is_empty()
+            })
+            .collect();
+        assert_eq!(planned, [false, false, true, false, false]);
     }
 
     #[test]
