@@ -89,7 +89,6 @@ fn parse_args(args: &[String]) -> Result<Args, Failure> {
     Ok(a)
 }
 
-/// The config file with the command line's overrides applied, validated.
 /// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
 /// config error: named with the config file.
 fn in_config(a: &Args, e: String) -> Failure {
@@ -99,6 +98,7 @@ fn in_config(a: &Args, e: String) -> Failure {
     }
 }
 
+/// The config file with the command line's overrides applied, validated.
 fn load_config(a: &Args) -> Result<Config, Failure> {
     let path = a
         .config

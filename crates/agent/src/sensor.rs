@@ -85,7 +85,6 @@ struct Snapshot {
 
 /// A BE process's cumulative ticks at a sample, and its threads' (ticks, last CPU) when it is
 /// charged thread by thread (`None`: from its aggregate, being pinned inside one node).
-#[derive(Clone)]
 struct ProcTicks {
     ticks: u64,
     threads: Option<HashMap<i32, (u64, usize)>>,
@@ -180,11 +179,13 @@ impl Sensor {
             let Some(st) = procfs.proc_stat(pid, &mut buf) else {
                 continue;
             };
-            let prev = self.prev_procs.remove(&pid);
-            if let Some(p) = prev.as_ref().filter(|p| p.ticks == st.cpu_ticks) {
-                now.insert(pid, p.clone());
-                continue;
-            }
+            let prev = match self.prev_procs.remove(&pid) {
+                Some(p) if p.ticks == st.cpu_ticks => {
+                    now.insert(pid, p);
+                    continue;
+                }
+                prev => prev,
+            };
             let pinned = procfs.affinity(pid).and_then(|m| topo.node_containing(&m));
             let by_threads = prev.as_ref().and_then(|p| p.threads.as_ref());
             let threads = match pinned {
