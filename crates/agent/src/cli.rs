@@ -278,7 +278,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 c.decision.moves.len(),
-                c.decision.targets,
+                agent.node_ids(&c.decision.targets),
                 if agent.cfg.dry_run { " (dry run)" } else { "" }
             )),
             Ok(_) => {}

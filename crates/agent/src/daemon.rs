@@ -686,7 +686,7 @@ impl Agent {
     }
 
     /// The ids of nodes given by index (they differ where node ids have gaps).
-    fn node_ids(&self, nodes: &[usize]) -> Vec<usize> {
+    pub fn node_ids(&self, nodes: &[usize]) -> Vec<usize> {
         nodes.iter().map(|&n| self.topo.nodes[n].id).collect()
     }
 
