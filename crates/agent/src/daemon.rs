@@ -19,7 +19,7 @@ use crate::decide::{decide, Decision, Guards, TaskView};
 use crate::metrics::Metrics;
 use crate::now_unix;
 use crate::procfs::{clock_ticks, Procfs};
-use crate::select::{BeTask, Selector};
+use crate::select::{BeTask, Selection, Selector};
 use crate::sensor::{NodeReading, Sensor};
 use crate::state::State;
 use crate::topology::{format_cpulist, Topology};
@@ -364,7 +364,12 @@ impl Agent {
             .filter_map(|&c| self.topo.node_of_cpu(c))
             .any(|n| over[n]);
         if reachable {
-            let sel = self.selector.details(&self.procfs, &pids);
+            let sel = if self.sensor.needs_be_pids() {
+                // This cycle's sample has just read every BE process's stat.
+                Selection::of(self.sensor.stats.drain(..))
+            } else {
+                self.selector.details(&self.procfs, &pids)
+            };
             let views = self.views(&sel.tasks, &masks, wall0);
             cycle.decision = decide(
                 self.cfg.policy,
@@ -612,9 +617,8 @@ impl Agent {
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
             m.cycles += 1;
-            m.node_ids = self.topo.nodes.iter().map(|n| n.id).collect();
-            m.node_load = c.readings.iter().map(|r| r.load).collect();
-            m.node_steal = c.readings.iter().map(|r| r.steal).collect();
+            let nodes = self.topo.nodes.iter().zip(&c.readings);
+            m.nodes = nodes.map(|(n, r)| (n.id, r.load, r.steal)).collect();
             m.be_tasks = c.tasks;
             m.observe_cycle(c.wall_ms / 1e3);
             if !self.actuator.dry_run {

@@ -13,10 +13,8 @@ const BUCKETS: [f64; 8] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0];
 #[derive(Debug, Default)]
 pub struct Metrics {
     pub sensor: String,
-    /// The node ids, in the order of `node_load` and `node_steal`.
-    pub node_ids: Vec<usize>,
-    pub node_load: Vec<f64>,
-    pub node_steal: Vec<f64>,
+    /// Per node of the last cycle: (node id, load, steal ticks).
+    pub nodes: Vec<(usize, f64, f64)>,
     pub be_tasks: usize,
     pub cycles: u64,
     pub moves: BTreeMap<String, u64>,
@@ -72,12 +70,7 @@ impl Metrics {
             "histogram",
             "Wall time of one cycle",
         );
-        let nodes = self
-            .node_ids
-            .iter()
-            .zip(&self.node_load)
-            .zip(&self.node_steal);
-        for ((n, l), st) in nodes {
+        for (n, l, st) in &self.nodes {
             let _ = writeln!(
                 s,
                 "colosched_agent_node_load{{node=\"{n}\",sensor=\"{}\"}} {l}",
@@ -153,9 +146,7 @@ mod tests {
     #[test]
     fn serves_prometheus_text_on_loopback() {
         let mut metrics = Metrics::default();
-        (metrics.sensor, metrics.node_load, metrics.node_steal) =
-            ("busy".into(), vec![0.5, 0.1], vec![0.0, 3.0]);
-        metrics.node_ids = vec![0, 1];
+        (metrics.sensor, metrics.nodes) = ("busy".into(), vec![(0, 0.5, 0.0), (1, 0.1, 3.0)]);
         let m = Arc::new(Mutex::new(metrics));
         m.lock().unwrap().observe_cycle(0.0007);
         m.lock().unwrap().moves.insert("coarse".into(), 4);

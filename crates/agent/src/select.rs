@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use regex_lite::Regex;
 
-use crate::procfs::{Procfs, PF_KTHREAD, PF_NO_SETAFFINITY};
+use crate::procfs::{Procfs, TaskStat, PF_KTHREAD, PF_NO_SETAFFINITY};
 
 pub struct Selector {
     pub cgroups: Vec<PathBuf>,
@@ -105,15 +105,32 @@ impl Selector {
         pids
     }
 
-    /// The BE processes alive now among `pids`, with their /proc/<pid>/stat read once; kernel
-    /// threads and tasks whose affinity the kernel fixes are dropped here.
+    /// The BE processes alive now among `pids`, with their /proc/<pid>/stat read once (gone
+    /// ones are skipped).
     pub fn details(&self, procfs: &Procfs, pids: &[i32]) -> Selection {
-        let mut sel = Selection::default();
         let mut buf = String::new();
-        for &pid in pids {
-            let Some(st) = procfs.proc_stat(pid, &mut buf) else {
-                continue; // gone: nothing to do
-            };
+        Selection::of(
+            pids.iter()
+                .filter_map(|&pid| Some((pid, procfs.proc_stat(pid, &mut buf)?))),
+        )
+    }
+
+    /// `candidates` then `details`.
+    pub fn select(&self, procfs: &Procfs) -> Selection {
+        let (pids, errors) = self.candidates(procfs);
+        Selection {
+            errors,
+            ..self.details(procfs, &pids)
+        }
+    }
+}
+
+impl Selection {
+    /// The BE processes of these (pid, /proc/<pid>/stat) pairs; kernel threads and tasks whose
+    /// affinity the kernel fixes are dropped here.
+    pub fn of(stats: impl IntoIterator<Item = (i32, TaskStat)>) -> Selection {
+        let mut sel = Selection::default();
+        for (pid, st) in stats {
             if st.flags & (PF_KTHREAD | PF_NO_SETAFFINITY) != 0 {
                 sel.kernel_threads += 1;
                 continue;
@@ -131,15 +148,6 @@ impl Selector {
             });
         }
         sel
-    }
-
-    /// `candidates` then `details`.
-    pub fn select(&self, procfs: &Procfs) -> Selection {
-        let (pids, errors) = self.candidates(procfs);
-        Selection {
-            errors,
-            ..self.details(procfs, &pids)
-        }
     }
 }
 

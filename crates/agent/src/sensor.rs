@@ -13,7 +13,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::config::SensorKind;
-use crate::procfs::{CpuTicks, Procfs};
+use crate::procfs::{CpuTicks, Procfs, TaskStat};
 use crate::topology::Topology;
 
 /// `now - before` for a cumulative counter. A counter that went backwards wrapped at 32 bits
@@ -103,6 +103,9 @@ pub struct Sensor {
     pub recent_be: Option<Vec<f64>>,
     /// Per BE process, at the previous sample.
     prev_procs: HashMap<i32, ProcTicks>,
+    /// Busy sensor without cpuacct: each BE process's /proc/<pid>/stat as read at the last
+    /// sample, for a look in the same cycle (which would read them all again).
+    pub stats: Vec<(i32, TaskStat)>,
     psi_cgroups: Vec<PathBuf>,
     /// Busy sensor: the BE cgroups' cpuacct directories, if every BE selector is such a cgroup.
     cpuacct: Vec<PathBuf>,
@@ -124,6 +127,7 @@ impl Sensor {
             be_total: Vec::new(),
             recent_be: None,
             prev_procs: HashMap::new(),
+            stats: Vec::new(),
             psi_cgroups,
             cpuacct,
             prev_cpuacct: Vec::new(),
@@ -175,6 +179,7 @@ impl Sensor {
         let mut per_node = vec![0.0; topo.nodes.len()];
         let mut now = HashMap::with_capacity(self.prev_procs.len());
         let mut buf = String::new();
+        self.stats.clear();
         for &pid in pids {
             let Some(st) = procfs.proc_stat(pid, &mut buf) else {
                 continue;
@@ -182,6 +187,7 @@ impl Sensor {
             let prev = match self.prev_procs.remove(&pid) {
                 Some(p) if p.ticks == st.cpu_ticks => {
                     now.insert(pid, p);
+                    self.stats.push((pid, st));
                     continue;
                 }
                 prev => prev,
@@ -224,6 +230,7 @@ impl Sensor {
             };
             let ticks = st.cpu_ticks;
             now.insert(pid, ProcTicks { ticks, threads });
+            self.stats.push((pid, st));
         }
         self.prev_procs = now;
         per_node
@@ -443,18 +450,32 @@ mod tests {
         assert!((r[1].load - 0.3).abs() < 1e-12, "{r:?}");
     }
 
+    /// Two one-CPU nodes; BE process `pid` last on `cpu` with `ticks` and affinity `mask`; the
+    /// busy sensor's first sample, at time 0 over idle CPUs.
+    fn first_busy_sample(
+        root: &Path,
+        pid: i32,
+        cpu: usize,
+        ticks: u64,
+        mask: &str,
+    ) -> (Topology, Procfs, Sensor) {
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let p = Procfs::new(root);
+        crate::select::tests::fake_proc(root, pid, "be", 0, cpu, ticks);
+        let status = format!("Cpus_allowed_list:\t{mask}\n");
+        fs::write(root.join(format!("{pid}/status")), status).unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        s.sample(&p, &topo, &[pid], 0.0).unwrap();
+        (topo, p, s)
+    }
+
     #[test]
     fn a_process_pinned_to_a_node_is_charged_there_from_its_aggregate_stat() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
-        let p = Procfs::new(root);
         // Its main thread last ran on CPU 0 (a stale value), but its mask is CPU 1 only.
-        crate::select::tests::fake_proc(root, 60, "be", 0, 0, 500);
-        fs::write(root.join("60/status"), "Name:\tbe\nCpus_allowed_list:\t1\n").unwrap();
-        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[60], 0.0).unwrap();
+        let (topo, p, mut s) = first_busy_sample(root, 60, 0, 500, "1");
         crate::select::tests::fake_proc(root, 60, "be", 0, 0, 540);
         write_stat_total(root, 1100, &[(50, 0), (90, 0)]);
         let r = s.sample(&p, &topo, &[60], 1.0).unwrap().unwrap();
@@ -466,19 +487,10 @@ mod tests {
     fn the_interval_a_process_gets_pinned_in_is_still_charged() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
-        let p = Procfs::new(root);
-        let mask = |m: &str| {
-            fs::write(root.join("70/status"), format!("Cpus_allowed_list:\t{m}\n")).unwrap()
-        };
-        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 500);
-        mask("0-1");
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[70], 0.0).unwrap();
+        let (topo, p, mut s) = first_busy_sample(root, 70, 1, 500, "0-1");
         // Unpinned, it ran 80 ticks on CPU 1; then the agent pinned it there.
         crate::select::tests::fake_proc(root, 70, "be", 0, 1, 580);
-        mask("1");
+        fs::write(root.join("70/status"), "Cpus_allowed_list:\t1\n").unwrap();
         write_stat_total(root, 1100, &[(0, 0), (80, 0)]);
         let r = s.sample(&p, &topo, &[70], 1.0).unwrap().unwrap();
         assert!(
@@ -498,13 +510,7 @@ mod tests {
     fn an_idle_process_keeps_its_threads_unread() {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
-        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
-        let p = Procfs::new(root);
-        crate::select::tests::fake_proc(root, 80, "be", 0, 0, 500);
-        fs::write(root.join("80/status"), "Cpus_allowed_list:\t0-1\n").unwrap();
-        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
-        s.sample(&p, &topo, &[80], 0.0).unwrap();
+        let (topo, p, mut s) = first_busy_sample(root, 80, 0, 500, "0-1");
         // Its time did not move: its thread list is not read (gone here, it would be forgotten).
         fs::remove_dir_all(root.join("80/task")).unwrap();
         write_stat_total(root, 1100, &[(50, 0), (0, 0)]);
