@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 
 from benchutil import table
@@ -60,17 +61,34 @@ def bench_ingest() -> None:
 
 def bench_replay() -> None:
     trace = cluster.load(REAL, "0-9")
+    targets = {"thesis": ("≤ 1", "≤ 5"), "full": ("≤ 2", "≤ 15")}
+    for profile, (one, eight) in targets.items():
+        run = partial(cluster.run, trace, profile=profile, machines=800)
+        t_one, r = best_of(3, partial(run, "fine:mem_usage", threads=1))
+        s = r.summary.row(0, named=True)
+        rows = [["fine:mem_usage, 1 thread", f"{t_one:.2f}", one, s["steps"], f"{s['task_steps']:,}"]]
+        t_all, _ = best_of(3, partial(run, "all", threads=0))
+        rows.append([f"all 8 policies, {os.cpu_count()} threads", f"{t_all:.2f}", eight, s["steps"], ""])
+        t_seq, _ = best_of(1, partial(run, "all", threads=1))
+        rows.append(["all 8 policies, 1 thread", f"{t_seq:.2f}", "", s["steps"], ""])
+        table(
+            f"Replay of parts 00000–00009 on 800 machines, profile {profile} (after ingest)",
+            ["run", "seconds", "target", "steps", "task-steps"],
+            rows,
+        )
+    # Linear in machines × steps: the thesis model at 400–1600 machines, to the last submission
+    # (about 5,000 steps) and to the end of the parts (about 50,000).
     rows = []
-    t_one, r = best_of(3, lambda: cluster.run(trace, "fine:mem_usage", machines=800, threads=1))
-    s = r.summary.row(0, named=True)
-    rows.append(["fine:mem_usage, 1 thread", f"{t_one:.2f}", "≤ 2", s["steps"]])
-    t_all, _ = best_of(2, lambda: cluster.run(trace, "all", machines=800, threads=0))
-    rows.append([f"all 8 policies, {os.cpu_count()} threads", f"{t_all:.2f}", "≤ 15", s["steps"]])
-    t_seq, _ = best_of(1, lambda: cluster.run(trace, "all", machines=800, threads=1))
-    rows.append(["all 8 policies, 1 thread", f"{t_seq:.2f}", "", s["steps"]])
+    for until in ("last-submit", "trace-end"):
+        for machines in (400, 800, 1600):
+            one = partial(cluster.run, trace, "fine:mem_usage", machines=machines, until=until, threads=1)
+            t, r = best_of(2, one)
+            s = r.summary.row(0, named=True)
+            ms = machines * s["steps"]
+            rows.append([until, machines, f"{s['steps']:,}", f"{ms:,}", f"{t:.2f}", f"{t / ms * 1e9:.1f}"])
     table(
-        "Replay of parts 00000–00009 on 800 machines (after ingest)",
-        ["run", "seconds", "target", "steps"],
+        "Thesis profile: cost versus machines × steps (parts 00000–00009, fine:mem_usage, 1 thread)",
+        ["until", "machines", "steps", "machine-steps", "seconds", "ns per machine-step"],
         rows,
     )
 
@@ -106,7 +124,7 @@ from benchutil import table
 
 from colosched import cluster
 t0 = time.perf_counter(); trace = cluster.load({str(root)!r}); t1 = time.perf_counter()
-r = cluster.run(trace, {policy!r}, machines={machines}, threads=1)
+r = cluster.run(trace, {policy!r}, profile="full", machines={machines}, threads=1)
 t2 = time.perf_counter()
 s = r.summary.row(0, named=True)
 rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20

@@ -59,6 +59,7 @@ def test_sim_cluster_writes_every_output_and_json_lines(tmp_path):
             "gini",
             "overcommit",
             "duration",
+            "net_kbit_s_per_machine",
             "net_mbit_s",
             "moves",
             "wall_s",
@@ -190,3 +191,53 @@ def test_sweep_runs_the_grid_on_worker_processes(tmp_path):
     ]
     for name in ["report.html", "fig5-7.png", "fig5-8.png"]:
         assert (out / name).stat().st_size > 0, name
+
+
+@pytest.mark.parametrize("profile, step", [("thesis", 1), ("full", 60)])
+def test_both_profiles_from_the_cli_record_every_resolved_parameter(tmp_path, profile, step):
+    out = tmp_path / profile
+    r = colosched(
+        "sim",
+        "cluster",
+        "--trace",
+        str(SAMPLE),
+        "--profile",
+        profile,
+        "--machines",
+        "100",
+        "--overcommit-ratio",
+        "0.2",
+        "--policy",
+        "coarse",
+        "--migratable",
+        "code",
+        "--no-report",
+        "--out",
+        str(out),
+        cache=tmp_path / "cache",
+    )
+    assert r.returncode == 0, r.stderr
+    assert "kbit/s per" in r.stdout, "the table shows the thesis's network unit"
+    params = json.loads((out / "meta.json").read_text())["params"]
+    assert params["profile"] == profile and params["step_s"] == step
+    assert (params["machines"], params["overcommit_ratio"]) == (100, 0.2)
+    assert (params["migratable_priority_below"], params["migratable_cpu"]) == (3, "request")
+    expected = cluster.resolve(
+        profile, machines=100, overcommit_ratio=0.2, migratable_priority_below=3, migratable_cpu="request"
+    )
+    del expected["seed"]
+    assert params == {**expected, "seeds": [1], "usage_seed": 0}
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary["steps"][0] == pl.read_parquet(out / "timeseries.parquet").height
+
+
+def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
+    for flag, value, needle in [
+        ("--overload-penalty", "lots", "overload_penalty"),
+        ("--capacity", "0", "capacity: must be positive"),
+    ]:
+        r = colosched(
+            "sim", "cluster", "--trace", str(tmp_path / "nowhere"), flag, value, cache=tmp_path / "c"
+        )
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert "nowhere" not in r.stderr

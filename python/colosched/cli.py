@@ -44,8 +44,109 @@ def number_list(kind):
     return parse
 
 
+def _defaults_help(key: str) -> str:
+    """The default of `key` under each profile, for --help."""
+    values = {name: cluster.defaults(name)[key] for name in cluster.PROFILES}
+    return "default: " + ", ".join(f"{v} ({name})" for name, v in values.items())
+
+
+def migratable(text: str) -> dict[str, Any]:
+    """--migratable text|code: the thesis text's rule or its simulator.py's."""
+    rules = {
+        "text": {"migratable_priority_below": 2, "migratable_cpu": "max_cpu"},
+        "code": {"migratable_priority_below": 3, "migratable_cpu": "request"},
+    }
+    if text not in rules:
+        raise argparse.ArgumentTypeError(f"expected text or code, got {text}")
+    return rules[text]
+
+
+# Simulator parameters on the command line: (flag, parameter, argparse options). Their defaults
+# come from the profile (Rust owns them); a flag given overrides the profile's value.
+SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
+    ("--cell-size", "cell_size", {"type": positive_int}),
+    ("--capacity", "capacity", {"type": float, "help": "machine capacity (cap)"}),
+    ("--warning-threshold", "warning_threshold", {"type": float}),
+    (
+        "--admission",
+        "admission",
+        {
+            "choices": ["request", "usage"],
+            "help": "admission load: CPU request or current CPU usage, × ratio",
+        },
+    ),
+    (
+        "--queue",
+        "queue",
+        {
+            "choices": ["backfill", "fifo"],
+            "help": "backfill: every waiting task that fits starts when one leaves",
+        },
+    ),
+    (
+        "--runs",
+        "runs",
+        {
+            "choices": ["thesis", "ended", "all"],
+            "help": "replayed runs: the thesis's task set, every ended run, or all",
+        },
+    ),
+    (
+        "--usage-span-s",
+        "usage_span_s",
+        {"type": positive_int, "help": "thesis task set without task_usage: SCHEDULE within this span"},
+    ),
+    ("--until", "until", {"choices": ["last-submit", "trace-end", "drain"]}),
+    ("--step", "step_s", {"type": positive_int, "help": "seconds of trace time per step"}),
+    (
+        "--busy-interval",
+        "busy_interval",
+        {"type": positive_int, "help": "migration every N steps with submissions"},
+    ),
+    ("--idle-interval", "idle_interval", {"type": positive_int, "help": "migration every N steps without"}),
+    ("--placement", "placement", {"choices": ["cells", "random", "trace"]}),
+    (
+        "--overload-penalty",
+        "overload_penalty",
+        {"help": "per overloaded step: 'excess' (min(1, excess/cap) of the step) or a fraction"},
+    ),
+    (
+        "--penalty-max-priority",
+        "penalty_max_priority",
+        {"type": int, "help": "tasks up to this priority pay it"},
+    ),
+    (
+        "--send-over-warning",
+        "send_over_warning",
+        {"action": argparse.BooleanOptionalAction, "help": "only nodes at the warning line send"},
+    ),
+    (
+        "--cap-at-source-load",
+        "cap_at_source_load",
+        {"action": argparse.BooleanOptionalAction, "help": "receivers end at most at the sender's load"},
+    ),
+    ("--min-profit", "min_profit", {"type": float, "help": "is_useful_migrate: moved CPU ≥ this"}),
+    ("--max-profit", "max_profit", {"type": float, "help": "is_useful_migrate: moved CPU ≤ this"}),
+    (
+        "--max-profit-share",
+        "max_profit_share",
+        {"type": float, "help": "is_useful_migrate: ≤ this × the sender's load"},
+    ),
+    ("--migratable-cpu-below", "migratable_cpu_below", {"type": float}),
+    (
+        "--machine-mem-gib",
+        "machine_mem_gib",
+        {"type": float, "help": "GiB per unit of normalised memory (network cost)"},
+    ),
+    (
+        "--bandwidth-mbit-s",
+        "bandwidth_mbit_s",
+        {"type": float, "help": "migrations take bytes/bandwidth on their source's link"},
+    ),
+]
+
+
 def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
-    d = cluster.DEFAULTS
     p.add_argument(
         "--trace",
         type=Path,
@@ -53,6 +154,12 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
         help="trace root in the official layout (default: the bundled real sample)",
     )
     p.add_argument("--parts", help="task_events parts to load, e.g. 0-9 or 0,2,5-7 (default: all)")
+    p.add_argument(
+        "--profile",
+        choices=cluster.PROFILES,
+        default=cluster.PROFILES[0],
+        help="named set of defaults: thesis (the thesis's model) or full (the full-trace study)",
+    )
     p.add_argument(
         "--policy",
         action="append",
@@ -64,46 +171,19 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
         p.add_argument("--overcommit-ratio", type=number_list(float), default=[0.5, 0.8, 1.1, 1.4])
         p.add_argument("--jobs", type=positive_int, default=None, help="local worker processes")
     else:
-        p.add_argument("--machines", type=positive_int, default=d["machines"])
-        p.add_argument("--overcommit-ratio", type=float, default=d["overcommit_ratio"])
-    p.add_argument("--cell-size", type=positive_int, default=d["cell_size"])
-    p.add_argument("--capacity", type=float, default=d["capacity"], help="machine capacity (cap)")
-    p.add_argument("--warning-threshold", type=float, default=d["warning_threshold"])
-    p.add_argument(
-        "--admission",
-        choices=["request", "usage"],
-        default=d["admission"],
-        help="admission load: CPU request or current CPU usage, × overcommit ratio",
-    )
-    p.add_argument(
-        "--runs",
-        choices=["ended", "all"],
-        default=d["runs"],
-        help="replay only runs that end inside the loaded parts, or also never-ending ones",
-    )
-    p.add_argument(
-        "--step", type=positive_int, default=d["step_s"], dest="step_s", help="seconds of trace time per step"
-    )
-    p.add_argument("--placement", choices=["random", "trace"], default=d["placement"])
-    p.add_argument(
-        "--overload-penalty",
-        type=float,
-        default=d["overload_penalty"],
-        help="fraction of a step of service lost per overloaded step",
-    )
-    p.add_argument(
-        "--machine-mem-gib",
-        type=float,
-        default=d["machine_mem_gib"],
-        help="memory of the largest machine (turns normalised memory into bytes)",
-    )
-    p.add_argument(
-        "--bandwidth-mbit-s",
-        type=float,
-        default=None,
-        help="migrations take bytes/bandwidth seconds on their source's link",
-    )
-    p.add_argument("--min-profit", type=float, default=d["min_profit"])
+        p.add_argument("--machines", type=positive_int, help=_defaults_help("machines"))
+        p.add_argument("--overcommit-ratio", type=float, help=_defaults_help("overcommit_ratio"))
+    for flag, key, options in SIM_PARAMS:
+        help_text = options.get("help", "")
+        p.add_argument(
+            flag,
+            dest=key,
+            default=None,
+            **{**options, "help": f"{help_text} ({_defaults_help(key)})".strip()},
+        )
+    p.add_argument("--migratable", type=migratable, default=None,
+                   help="migratable rule: text (priority < 2, max CPU < 0.025; default) or "
+                   "code (priority ≤ 2, request < 0.025, as simulator.py)")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--seeds", type=positive_int, default=1, help="run seeds seed..seed+K-1")
     p.add_argument("--usage-seed", type=int, default=0, help="seed of the usage model")
@@ -116,19 +196,9 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
 
 
 def sim_params(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "cell_size": args.cell_size,
-        "capacity": args.capacity,
-        "warning_threshold": args.warning_threshold,
-        "admission": args.admission,
-        "runs": args.runs,
-        "step_s": args.step_s,
-        "placement": args.placement,
-        "overload_penalty": args.overload_penalty,
-        "machine_mem_gib": args.machine_mem_gib,
-        "bandwidth_mbit_s": args.bandwidth_mbit_s,
-        "min_profit": args.min_profit,
-    }
+    """The simulator parameters given on the command line (the rest come from the profile)."""
+    params = {key: getattr(args, key) for _, key, _ in SIM_PARAMS if getattr(args, key) is not None}
+    return {**params, **(args.migratable or {})}
 
 
 def progress_bar(description: str):
@@ -161,6 +231,11 @@ def load_trace(args: argparse.Namespace):
 
 
 def cmd_sim_cluster(args: argparse.Namespace) -> int:
+    params = sim_params(args)
+    for key in ("machines", "overcommit_ratio"):
+        if getattr(args, key) is not None:
+            params[key] = getattr(args, key)
+    cluster.resolve(args.profile, **params)  # a bad value fails before the trace is read
     root, trace = load_trace(args)
     policies = cluster.expand_policies(args.policy or ["all"])
     bar, tick = progress_bar(f"replaying {len(policies)} policies × {args.seeds} seeds")
@@ -169,17 +244,16 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
         result = cluster.run(
             trace,
             policies,
+            profile=args.profile,
             seed=args.seed,
             seeds=args.seeds,
             usage_seed=args.usage_seed,
             threads=args.threads,
             progress=tick,
-            machines=args.machines,
-            overcommit_ratio=args.overcommit_ratio,
-            **sim_params(args),
+            **params,
         )
     wall = time.perf_counter() - started
-    meta = run_meta(args, root, trace, wall)
+    meta = run_meta(args, root, trace, wall, result.params)
     written = outputs.write_run(args.out, result, meta, report=not args.no_report)
     if args.json:
         for row in result.summary.iter_rows(named=True):
@@ -193,6 +267,8 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
 def cmd_sweep_cluster(args: argparse.Namespace) -> int:
     from colosched import sweep
 
+    params = sim_params(args)
+    resolved = cluster.resolve(args.profile, **params)
     root, trace = load_trace(args)
     policies = cluster.expand_policies(args.policy or ["no_migration", "coarse", "fine:mem_usage"])
     bar, tick = progress_bar(f"sweep: {len(args.machines)}×{len(args.overcommit_ratio)} points")
@@ -206,12 +282,16 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
             args.overcommit_ratio,
             seeds=[args.seed + i for i in range(args.seeds)],
             usage_seed=args.usage_seed,
-            params=sim_params(args),
+            profile=args.profile,
+            params=params,
             jobs=args.jobs,
             cache_dir=args.cache_dir,
             progress=tick,
         )
-    meta = run_meta(args, root, trace, time.perf_counter() - started)
+    resolved.update(machines=args.machines, overcommit_ratio=args.overcommit_ratio)
+    resolved.pop("seed")
+    resolved.update(seeds=[args.seed + i for i in range(args.seeds)], usage_seed=args.usage_seed)
+    meta = run_meta(args, root, trace, time.perf_counter() - started, resolved)
     written = outputs.write_sweep(args.out, table, meta, report=not args.no_report)
     if args.json:
         for row in table.iter_rows(named=True):
@@ -220,20 +300,14 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_meta(args: argparse.Namespace, root: Path, trace, wall: float) -> dict[str, Any]:
+def run_meta(args: argparse.Namespace, root: Path, trace, wall: float, params: dict) -> dict[str, Any]:
+    """meta.json: the command, the trace, and every parameter the run used, resolved."""
     return {
         "colosched": __version__,
         "command": " ".join(["colosched", *sys.argv[1:]]),
         "trace": str(root),
         "parts": args.parts or "all",
-        "machines": args.machines,
-        "cell_size": args.cell_size,
-        "overcommit_ratio": args.overcommit_ratio,
-        "admission": args.admission,
-        "runs": args.runs,
-        "step_s": args.step_s,
-        "placement": args.placement,
-        "seeds": args.seeds,
+        "params": params,
         "wall_s": round(wall, 2),
         "trace_stats": dict(trace.stats()),
     }
@@ -244,7 +318,7 @@ TABLE_COLUMNS = [
     ("gini", "Gini", ".3f"),
     ("overcommit", "overcommit", ".4f"),
     ("duration", "duration s", ",.0f"),
-    ("net_mbit_s", "net Mbit/s", ",.1f"),
+    ("net_kbit_s_per_machine", "net kbit/s per machine", ",.2f"),
     ("moves", "moves", ",.0f"),
 ]
 

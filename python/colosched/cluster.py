@@ -3,7 +3,12 @@
     from colosched import cluster
     result = cluster.run(trace="data/google-2011-sample", policy="all", machines=800, seeds=3)
     result.summary      # polars DataFrame, one row per (policy, seed)
-    result.timeseries   # polars DataFrame, one row per (policy, seed, cycle)
+    result.timeseries   # polars DataFrame, one row per (policy, seed, step)
+    result.params       # every parameter the run used, resolved from its profile
+
+A profile is a named set of defaults: "thesis" (the default; the thesis's own model) or "full"
+(every run, 60 s steps, FIFO queues, to the end of the trace). Any parameter overrides it:
+`cluster.run(trace, "all", profile="full", step_s=30)`. `cluster.defaults(profile)` lists them.
 
 A policy is a built-in name (see `POLICIES`), "all" (the thesis's 8), or a Python callable
 `policy(cell, cycle) -> [(task_id, from_node, to_node), ...]` where `cell` is a list of nodes,
@@ -27,26 +32,17 @@ POLICIES: list[str] = list(_native.policies())
 THESIS_POLICIES: list[str] = POLICIES[:8]
 PolicyArg = Union[str, Callable[..., Any]]
 
-# Simulator parameters and their defaults (the thesis's model; see docs/cluster-sim.md).
-DEFAULTS: dict[str, Any] = {
-    "machines": 800,
-    "cell_size": 4,
-    "capacity": 0.5,
-    "admission": "request",
-    "runs": "ended",
-    "warning_threshold": 0.5,
-    "overcommit_ratio": 1.0,
-    "step_s": 60,
-    "busy_interval": 1,
-    "idle_interval": 10,
-    "overload_penalty": 1.0,
-    "placement": "random",
-    "migratable_priority_below": 2,
-    "migratable_max_cpu_below": 0.025,
-    "min_profit": 0.0,
-    "machine_mem_gib": 32.0,
-    "bandwidth_mbit_s": None,
-}
+PROFILES: list[str] = list(_native.profiles())
+
+
+def defaults(profile: str = "thesis") -> dict[str, Any]:
+    """Every simulator parameter with its value under `profile` (Rust owns the defaults)."""
+    return dict(_native.resolve_params(profile, {}))
+
+
+def resolve(profile: str = "thesis", **params: Any) -> dict[str, Any]:
+    """The parameters a run with `params` under `profile` uses; ValueError names a bad key."""
+    return dict(_native.resolve_params(profile, params))
 
 
 @dataclass
@@ -84,6 +80,7 @@ def run(
     trace: str | os.PathLike | _native.Trace,
     policy: PolicyArg | Sequence[PolicyArg] = "all",
     *,
+    profile: str = "thesis",
     parts: str | None = None,
     seed: int = 1,
     seeds: int = 1,
@@ -97,21 +94,17 @@ def run(
 ) -> Result:
     """Replays `trace` under each policy and each of `seeds` seeds (seed, seed+1, ...).
 
-    `params` are simulator parameters (see DEFAULTS); unknown names raise ValueError.
+    `profile` names the set of defaults; `params` override them (see `defaults()`); an unknown
+    name or a bad value raises ValueError naming it.
     """
-    unknown = sorted(set(params) - set(DEFAULTS))
-    if unknown:
-        raise ValueError(
-            f"unknown simulator parameter(s): {', '.join(unknown)}; known: {', '.join(DEFAULTS)}"
-        )
     if seeds < 1:
         raise ValueError("seeds must be at least 1")
+    resolved = resolve(profile, **params, seed=seed, keep_series=keep_series)
     loaded = trace if isinstance(trace, _native.Trace) else load(trace, parts, use_cache, cache_dir)
     policies = expand_policies(policy)
     seed_list = [seed + i for i in range(seeds)]
-    native_params = {k: v for k, v in {**DEFAULTS, **params}.items() if v is not None}
-    native_params["keep_series"] = keep_series
-    jobs = _native.simulate_jobs(loaded, policies, seed_list, native_params, usage_seed, threads, progress)
+    native = {**params, "keep_series": keep_series}
+    jobs = _native.simulate_jobs(loaded, policies, seed_list, profile, native, usage_seed, threads, progress)
     summary = pl.DataFrame([j["summary"] for j in jobs])
     frames = []
     for j in jobs:
@@ -126,7 +119,9 @@ def run(
         timeseries = timeseries.select(
             ["policy", "seed", *[c for c in timeseries.columns if c not in ("policy", "seed")]]
         )
-    return Result(summary, timeseries, dict(loaded.stats()), {**DEFAULTS, **params})
+    resolved.pop("seed")
+    resolved.update(seeds=seed_list, usage_seed=usage_seed)
+    return Result(summary, timeseries, dict(loaded.stats()), resolved)
 
 
 def bundled_sample() -> Path:

@@ -21,12 +21,14 @@ def _point(
     ratio: float,
     seeds: list[int],
     usage_seed: int,
+    profile: str,
     params: dict[str, Any],
     cache_dir: str | None,
 ) -> pl.DataFrame:
     result = cluster.run(
         root,
         policies,
+        profile=profile,
         parts=parts,
         seed=seeds[0],
         seeds=len(seeds),
@@ -52,6 +54,7 @@ def run_grid(
     *,
     seeds: list[int],
     usage_seed: int = 0,
+    profile: str = "thesis",
     params: dict[str, Any] | None = None,
     jobs: int | None = None,
     cache_dir=None,
@@ -60,6 +63,7 @@ def run_grid(
     """Returns one row per (machines, overcommit_ratio, policy, seed) with the summary metrics."""
     if any(not isinstance(p, str) for p in policies):
         raise ValueError("sweeps take built-in policy names (custom callables cannot cross processes)")
+    cluster.resolve(profile, **(params or {}))  # a bad parameter fails here, not in a worker
     grid = [(m, r) for m in machines for r in ratios]
     jobs = jobs or os.cpu_count() or 1
     cache = None if cache_dir is None else str(cache_dir)
@@ -70,7 +74,9 @@ def run_grid(
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(grid)), mp_context=spawn) as pool:
         futures = [
-            pool.submit(_point, str(root), parts, policies, m, r, seeds, usage_seed, params or {}, cache)
+            pool.submit(
+                _point, str(root), parts, policies, m, r, seeds, usage_seed, profile, params or {}, cache
+            )
             for m, r in grid
         ]
         for done, f in enumerate(as_completed(futures), 1):

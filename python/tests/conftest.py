@@ -46,6 +46,7 @@ def _report_inputs(policies=("fine:mem_usage", "no_migration", "coarse"), seeds=
                 "policy": policy, "seed": seed,
                 "mean_cpu": base + 0.01 * seed, "gini": 0.5 - base / 2 - 0.005 * seed,
                 "overcommit": 0.01 / (1 + i) + 0.001 * seed, "duration": 3600.0 - 100 * i + 10 * seed,
+                "net_kbit_s_per_machine": net * 1000 / 800,
                 "net_mbit_s": net, "net_peak_mbit_s": 4 * net, "moves": (100 * i + seed) * migrates,
                 "migrated_gib": 0.3 * i * migrates, "completed": 1000 + seed, "wall_s": 1.5,
             })  # fmt: skip
@@ -56,6 +57,7 @@ def _report_inputs(policies=("fine:mem_usage", "no_migration", "coarse"), seeds=
                         "mean_cpu": base * 800 / machines / ratio + 0.01 * seed,
                         "gini": 0.2 + machines / 9000 + ratio / 20,
                         "overcommit": 0.02 / ratio * 800 / machines, "duration": 3000.0 * ratio + seed,
+                        "net_kbit_s_per_machine": net * 1000 / machines,
                         "net_mbit_s": net * 800 / machines, "net_peak_mbit_s": 4 * net / ratio,
                         "moves": 100 * i + seed, "migrated_gib": 0.3 * i, "completed": 1000, "wall_s": 1.0,
                     })  # fmt: skip

@@ -14,6 +14,7 @@ SUMMARY_COLUMNS = {
     "gini",
     "overcommit",
     "duration",
+    "net_kbit_s_per_machine",
     "net_mbit_s",
     "moves",
     "wall_s",
@@ -25,29 +26,68 @@ def sample(tmp_path_factory):
     return cluster.load(cluster.bundled_sample(), cache_dir=tmp_path_factory.mktemp("cache"))
 
 
-def test_policies_replay_the_real_sample(sample):
-    result = cluster.run(sample, ["no_migration", "coarse", "fine:mem_usage"], machines=200)
+def test_the_thesis_profile_replays_the_real_sample(sample):
+    result = cluster.run(sample, "all", machines=200)
     s = result.summary
     assert SUMMARY_COLUMNS <= set(s.columns)
-    assert s["policy"].to_list() == ["no_migration", "coarse", "fine:mem_usage"]
-    rows = {r["policy"]: r for r in s.iter_rows(named=True)}
+    assert s["policy"].to_list() == cluster.THESIS_POLICIES
+    assert result.params["profile"] == "thesis" and result.params["step_s"] == 1
+    row = s.row(0, named=True)
+    # The thesis's task set: each task's last run, SUBMIT after 0 ... SCHEDULE -> FINISH, scheduled
+    # within the span of one task_usage part; the replay ends at the last submission.
+    assert 0 < row["started"] + row["pending_at_end"] < 45_000 < row["skipped"]
+    assert row["steps"] <= 5_011 + 1
+    for r in s.iter_rows(named=True):
+        assert 0 < r["mean_cpu"] <= 1 and 0 <= r["gini"] < 1 and r["completed"] > 0
+    # On 200 machines no node reaches the warning line (docs/cluster-sim.md), so nothing moves.
+    assert s["moves"].sum() == 0
+    ts = result.timeseries
+    assert ts.height == 8 * row["steps"]
+
+
+def test_policies_move_once_nodes_reach_the_warning_line(sample):
+    # A higher load (Σ request up to 2.5 per machine): the thesis's policies now move tasks.
+    result = cluster.run(
+        sample, ["no_migration", "coarse", "fine:mem_usage"], machines=100, overcommit_ratio=0.2
+    )
+    rows = {r["policy"]: r for r in result.summary.iter_rows(named=True)}
     assert rows["no_migration"]["moves"] == 0 and rows["no_migration"]["net_mbit_s"] == 0
     assert rows["coarse"]["moves"] > 0 and rows["fine:mem_usage"]["moves"] > 0
     for r in rows.values():
-        assert 0 < r["mean_cpu"] < 3 and 0 <= r["gini"] < 1 and r["completed"] > 0
-    # Coarse moves whole sets of tasks every cycle: the highest network cost (thesis Fig. 5-6).
-    assert rows["coarse"]["net_mbit_s"] > rows["fine:mem_usage"]["net_mbit_s"] > 0
+        assert r["overcommit"] > 0
+        per_machine = r["net_mbit_s"] * 1000 / r["machines"]
+        assert r["net_kbit_s_per_machine"] == pytest.approx(per_machine)
     ts = result.timeseries
-    assert ts.height == 3 * rows["coarse"]["steps"]
     assert ts.filter(pl.col("policy") == "coarse")["moves"].sum() == rows["coarse"]["moves"]
 
 
+def test_the_full_profile_is_a_named_set_of_defaults_that_parameters_override(sample):
+    full = cluster.run(sample, "fine:mem_usage", profile="full", machines=200, admission="usage")
+    p = full.params
+    assert (p["profile"], p["step_s"], p["queue"], p["until"], p["admission"]) == (
+        "full",
+        60,
+        "fifo",
+        "trace-end",
+        "usage",
+    )
+    s = full.summary.row(0, named=True)
+    assert s["moves"] > 0 and s["pending_at_end"] > 0, "the 60 s model saturates 200 machines"
+    assert cluster.defaults("full")["machine_mem_gib"] == 32.0
+    assert cluster.defaults()["machine_mem_gib"] == 35.84
+    assert set(cluster.defaults()) == set(cluster.defaults("full"))
+    with pytest.raises(ValueError, match="profile"):
+        cluster.run(sample, "coarse", profile="paper")
+
+
 def test_the_same_seed_gives_an_identical_summary(sample):
-    a = cluster.run(sample, ["fine", "random"], machines=100, seed=5).summary.drop("wall_s")
-    b = cluster.run(sample, ["fine", "random"], machines=100, seed=5).summary.drop("wall_s")
-    c = cluster.run(sample, ["fine", "random"], machines=100, seed=6).summary.drop("wall_s")
-    assert a.equals(b)
-    assert not a.equals(c)
+    for profile in cluster.PROFILES:
+        kw = dict(machines=100, overcommit_ratio=0.2, profile=profile)
+        a = cluster.run(sample, ["fine", "random"], seed=5, **kw).summary.drop("wall_s")
+        b = cluster.run(sample, ["fine", "random"], seed=5, **kw).summary.drop("wall_s")
+        c = cluster.run(sample, ["fine", "random"], seed=6, **kw).summary.drop("wall_s")
+        assert a.equals(b), profile
+        assert not a.equals(c), profile
 
 
 def test_several_seeds_give_one_row_each(sample):
@@ -69,7 +109,7 @@ def test_a_python_policy_plugs_into_the_engine(sample):
             return []
         return [(tasks[0]["id"], busiest, idlest)]
 
-    result = cluster.run(sample, [to_least_loaded, "no_migration"], machines=40)
+    result = cluster.run(sample, [to_least_loaded, "no_migration"], machines=40, profile="full")
     rows = {r["policy"]: r for r in result.summary.iter_rows(named=True)}
     assert calls and rows["to_least_loaded"]["moves"] > 0
     assert rows["to_least_loaded"]["gini"] != rows["no_migration"]["gini"]
@@ -96,7 +136,9 @@ def test_bad_parameters_are_refused(sample):
         cluster.run(sample, "fine:disk")
     with pytest.raises(ValueError, match="cell_size"):
         cluster.run(sample, "coarse", cell_size=0)
-    for key in ("admission", "runs", "placement"):
+    with pytest.raises(ValueError, match="overload_penalty"):
+        cluster.run(sample, "coarse", overload_penalty="lots")
+    for key in ("admission", "runs", "placement", "queue", "until"):
         with pytest.raises(ValueError, match=f'{key}: "bogus" is not one of'):
             cluster.run(sample, "coarse", **{key: "bogus"})
 
@@ -125,7 +167,7 @@ def test_real_task_usage_rows_drive_the_replay(tmp_path):
         roots[name] = cluster.load(root, cache_dir=tmp_path / "cache")
     assert roots["with-usage"].stats()["usage_rows"] == 676
     assert roots["events-only"].stats()["usage_rows"] == 0
-    common = dict(machines=100, runs="all", placement="trace", usage_seed=1)
+    common = dict(machines=100, runs="all", placement="trace", usage_seed=1, profile="full")
     model = cluster.run(roots["events-only"], "no_migration", **common).summary
     real = cluster.run(roots["with-usage"], "no_migration", **common).summary
     assert real["mean_cpu"][0] > 0 and model["mean_cpu"][0] > 0

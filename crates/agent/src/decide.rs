@@ -59,11 +59,17 @@ impl Guards {
     pub fn new(warning_threshold: f64, max_moves: usize, min_improvement: f64) -> Guards {
         let limits = Limits {
             warning_threshold,
+            // The agent's own trigger (pressure over threshold for `hysteresis` intervals)
+            // decides when a node sends.
+            send_over_warning: false,
             migratable_priority_below: 1,
-            migratable_max_cpu_below: f64::INFINITY,
-            min_profit: -1.0,
+            migratable_cpu_below: f64::INFINITY,
+            min_profit: f64::NEG_INFINITY,
+            max_profit: f64::INFINITY,
+            max_profit_share: None,
             max_moves,
             cap_at_source_load: false,
+            ..Limits::default()
         };
         Guards {
             limits,

@@ -1,16 +1,19 @@
 //! The replay loop. Per step `t`: place the runs submitted up to `t`; if this is a migration
 //! cycle, plan and apply moves cell by cell; then record the step's statistics, give every running
 //! task its step of service, end the finished ones, refresh usage for the next step's window and
-//! start pending runs that now fit. State is per live task only: nothing grows with trace length
+//! start waiting runs that now fit. State is per live task only: nothing grows with trace length
 //! except the optional per-step series.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use colosched_core::{metrics::gini_with, Cell, Move, Node, Planner, Rng, Task};
-use colosched_trace::{usage::UsageSource, Run, Runs, Usage, NEVER, NO_MACHINE, WINDOW_S};
+use colosched_trace::{usage::UsageSource, Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
 
-use crate::{Admission, Config, Outcome, Placement, Replay, Series, Summary};
+use crate::{
+    Admission, Config, Outcome, Penalty, Placement, Queue, Selection, Series, Summary, Until,
+    DRAIN_LIMIT_S,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -34,10 +37,30 @@ struct Live {
     admission: f64,
     /// Seconds of service still needed (infinite for runs the trace never ends).
     remaining: f64,
+    /// Seconds of service lost to overloaded steps so far (the thesis's QoS penalty).
+    penalty: f64,
+    /// When it started running.
+    started: u32,
     usage: Usage,
     window: u32,
     /// Bandwidth mode: the step time at which its copy to `dest` is complete.
     arrives: Option<(u32, u32)>,
+}
+
+impl Live {
+    /// Its trace service time, `end − schedule` (infinite for runs the trace never ends).
+    fn service(&self) -> f64 {
+        if self.run.end_kind == END_NONE {
+            f64::INFINITY
+        } else {
+            f64::from(self.run.end.saturating_sub(self.run.schedule))
+        }
+    }
+
+    /// The thesis's `duration`: waiting, then service, then what overload added.
+    fn duration(&self) -> f64 {
+        f64::from(self.started - self.run.submit) + self.service() + self.penalty
+    }
 }
 
 #[derive(Default)]
@@ -59,18 +82,20 @@ impl Machine {
 }
 
 struct Sim<'a> {
-    runs: &'a [Run],
-    usage: &'a UsageSource,
     cfg: &'a Config,
+    usage: &'a UsageSource,
     machines: Vec<Machine>,
     /// Bandwidth mode: (task id, source machine) of copies under way.
     in_flight: Vec<(u32, u32)>,
     next_id: u32,
+    /// The cell the next run goes to (`Placement::Cells`).
+    next_cell: usize,
     sum: Summary,
     series: Series,
     mem_bytes: f64,
     migrated_bytes: f64,
     duration_total: f64,
+    durations: u64,
 }
 
 /// Refreshes a task's usage for the window holding `t` and its admission load.
@@ -87,10 +112,10 @@ fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
     task.admission = f64::from(base) * cfg.overcommit_ratio;
 }
 
-/// Replays `runs` under `planner`. `progress(done, total)` is called every few hundred steps;
-/// returning false stops the replay with `SimError::Interrupted`.
+/// Replays the selected runs under `planner`. `progress(done, total)` is called every few hundred
+/// steps; returning false stops the replay with `SimError::Interrupted`.
 pub fn simulate(
-    runs: &Runs,
+    selection: &Selection,
     usage: &UsageSource,
     cfg: &Config,
     planner: &mut dyn Planner,
@@ -98,40 +123,54 @@ pub fn simulate(
 ) -> Result<Outcome, SimError> {
     let started = Instant::now();
     let machines = match cfg.placement {
-        Placement::Random => cfg.machines,
-        Placement::Trace => runs.machine_ids.len(),
+        Placement::Trace => selection.trace_machines,
+        Placement::Cells | Placement::Random => cfg.machines,
     };
-    check(cfg, machines)?;
+    cfg.check().map_err(SimError::Config)?;
+    if machines == 0 {
+        return Err(SimError::Config(
+            "placement trace: the trace has no SCHEDULE events, so no machines".into(),
+        ));
+    }
     let mut sim = Sim {
-        runs: &runs.runs,
-        usage,
         cfg,
+        usage,
         machines: (0..machines).map(|_| Machine::default()).collect(),
         in_flight: Vec::new(),
         next_id: 0,
+        next_cell: 0,
         sum: Summary {
             policy: planner.name(),
             seed: cfg.seed,
             machines,
+            skipped: selection.skipped,
             ..Summary::default()
         },
         series: Series::default(),
         mem_bytes: cfg.machine_mem_gib * (1u64 << 30) as f64,
         migrated_bytes: 0.0,
         duration_total: 0.0,
+        durations: 0,
     };
     let mut place_rng = Rng::new(cfg.seed);
     let mut policy_rng = Rng::new(cfg.seed ^ 0x5EED_0F90_11C7);
     let step = cfg.step_s;
-    let steps = u64::from(runs.trace_end / step) + 1;
+    let end = match cfg.until {
+        Until::LastSubmit | Until::Drain => selection.last_submit(),
+        Until::TraceEnd => selection.trace_end.max(selection.last_submit()),
+    };
+    let planned = u64::from(end / step) + 1;
+    let limit = planned + u64::from(DRAIN_LIMIT_S / step);
+    let runs = &selection.runs;
     let mut next_run = 0;
     let mut scratch = (Cell::default(), Vec::new(), Vec::new());
-    for k in 0..steps {
-        let t = k as u32 * step;
+    let mut k = 0u64;
+    while k < planned || (cfg.until == Until::Drain && k < limit && sim.busy()) {
+        let t = (k * u64::from(step)).min(u64::from(u32::MAX - step)) as u32;
         sim.land_migrations(t);
         let before = next_run;
-        while next_run < sim.runs.len() && sim.runs[next_run].submit <= t {
-            sim.place(next_run as u32, t, &mut place_rng);
+        while next_run < runs.len() && runs[next_run].submit <= t {
+            sim.place(&runs[next_run], t, &mut place_rng);
             next_run += 1;
         }
         let interval = if next_run > before {
@@ -147,88 +186,106 @@ pub fn simulate(
         }
         let net_mbit = (sim.migrated_bytes - bytes_before) * 8.0 / 1e6;
         sim.end_of_step(k, t, (&mut scratch.1, &mut scratch.2), moves, net_mbit);
-        if (k % 64 == 0 || k + 1 == steps) && !progress(k + 1, steps) {
+        k += 1;
+        if (k.is_multiple_of(64) || k == planned) && !progress(k, planned.max(k)) {
             return Err(SimError::Interrupted);
         }
     }
-    Ok(sim.finish(steps, started))
-}
-
-fn check(cfg: &Config, machines: usize) -> Result<(), SimError> {
-    let bad = |m: &str| Err(SimError::Config(m.to_string()));
-    if machines == 0 {
-        return bad("machines must be at least 1 (with --placement trace: the trace has no SCHEDULE events)");
-    }
-    if machines > u32::MAX as usize - 1 {
-        return bad("machines must fit in 32 bits");
-    }
-    if cfg.cell_size == 0 {
-        return bad("cell_size must be at least 1");
-    }
-    if cfg.step_s == 0 || cfg.busy_interval == 0 || cfg.idle_interval == 0 {
-        return bad("step_s, busy_interval and idle_interval must be at least 1");
-    }
-    if !(cfg.capacity > 0.0 && cfg.overcommit_ratio > 0.0 && cfg.machine_mem_gib > 0.0) {
-        return bad("capacity, overcommit_ratio and machine_mem_gib must be positive");
-    }
-    if !(0.0..=1.0).contains(&cfg.overload_penalty) {
-        return bad("overload_penalty must be within 0..=1 (a fraction of a step)");
-    }
-    if cfg.bandwidth_mbit_s.is_some_and(|b| b.is_nan() || b <= 0.0) {
-        return bad("bandwidth_mbit_s must be positive");
-    }
-    Ok(())
+    Ok(sim.finish(k, started))
 }
 
 impl Sim<'_> {
-    fn place(&mut self, run: u32, t: u32, rng: &mut Rng) {
-        let r = self.runs[run as usize];
-        let open = r.end_kind == colosched_trace::END_NONE;
-        // A run the trace never scheduled consumed nothing there, so it is not replayed.
-        if r.schedule == NEVER || (open && self.cfg.replay == Replay::Ended) {
-            self.sum.skipped += 1;
-            return;
-        }
+    /// Drain: is a task with a finite service still running (or being copied)?
+    fn busy(&self) -> bool {
+        !self.in_flight.is_empty()
+            || self
+                .machines
+                .iter()
+                .any(|m| m.running.iter().any(|t| t.remaining.is_finite()))
+    }
+
+    fn place(&mut self, r: &Run, t: u32, rng: &mut Rng) {
+        let n = self.machines.len();
         let machine = match self.cfg.placement {
-            Placement::Trace if r.machine != NO_MACHINE => r.machine,
-            _ => rng.below(self.machines.len()) as u32,
+            Placement::Trace if r.machine != NO_MACHINE => r.machine as usize,
+            Placement::Cells => {
+                let size = self.cfg.cell_size.min(n);
+                let cells = n.div_ceil(size);
+                let base = (self.next_cell % cells) * size;
+                self.next_cell += 1;
+                base + rng.below(size.min(n - base))
+            }
+            _ => rng.below(n),
         };
-        let remaining = if open {
-            f64::INFINITY
-        } else {
-            f64::from(r.end.saturating_sub(r.schedule))
-        };
-        let task = Live {
+        let mut task = Live {
             id: self.next_id,
-            run: r,
+            run: *r,
             admission: 0.0,
-            remaining,
+            remaining: 0.0,
+            penalty: 0.0,
+            started: t,
             usage: Usage::default(),
             window: u32::MAX,
             arrives: None,
         };
+        task.remaining = task.service();
         self.next_id += 1;
-        let m = &mut self.machines[machine as usize];
-        m.pending.push_back(task);
-        if m.pending.len() == 1 {
-            self.admit(machine, t);
+        let m = &mut self.machines[machine];
+        match self.cfg.queue {
+            Queue::Fifo => {
+                m.pending.push_back(task);
+                if m.pending.len() == 1 {
+                    self.admit(machine, t);
+                }
+            }
+            Queue::Backfill => {
+                refresh(&mut task, self.usage, self.cfg, t);
+                if fits_strictly(m, &task, self.cfg.capacity) {
+                    self.start(machine, task, t);
+                } else {
+                    m.pending.push_back(task);
+                }
+            }
         }
     }
 
-    /// Starts pending runs on `machine`, in FIFO order, while they fit.
-    fn admit(&mut self, machine: u32, t: u32) {
+    fn start(&mut self, machine: usize, mut task: Live, t: u32) {
+        let m = &mut self.machines[machine];
+        task.started = t;
+        m.admitted += task.admission;
+        m.load += f64::from(task.usage.cpu);
+        m.running.push(task);
+        self.sum.started += 1;
+    }
+
+    /// Starts waiting runs on `machine` that now fit: FIFO while the head fits; backfill every
+    /// one that fits, in order.
+    fn admit(&mut self, machine: usize, t: u32) {
         let cap = self.cfg.capacity;
-        let m = &mut self.machines[machine as usize];
-        while let Some(task) = m.pending.front_mut() {
-            refresh(task, self.usage, self.cfg, t);
-            if m.admitted + task.admission > cap + 1e-12 && !m.running.is_empty() {
-                return;
+        match self.cfg.queue {
+            Queue::Fifo => loop {
+                let m = &mut self.machines[machine];
+                let Some(task) = m.pending.front_mut() else {
+                    return;
+                };
+                refresh(task, self.usage, self.cfg, t);
+                if m.admitted + task.admission > cap + 1e-12 && !m.running.is_empty() {
+                    return;
+                }
+                let task = m.pending.pop_front().expect("front exists");
+                self.start(machine, task, t);
+            },
+            Queue::Backfill => {
+                let waiting = std::mem::take(&mut self.machines[machine].pending);
+                for mut task in waiting {
+                    refresh(&mut task, self.usage, self.cfg, t);
+                    if fits_strictly(&self.machines[machine], &task, cap) {
+                        self.start(machine, task, t);
+                    } else {
+                        self.machines[machine].pending.push_back(task);
+                    }
+                }
             }
-            m.admitted += task.admission;
-            m.load += f64::from(task.usage.cpu);
-            let task = m.pending.pop_front().expect("front exists");
-            m.running.push(task);
-            self.sum.started += 1;
         }
     }
 
@@ -323,7 +380,7 @@ impl Sim<'_> {
         self.migrated_bytes += bytes;
         self.sum.moves += 1;
         match self.cfg.bandwidth_mbit_s {
-            None => self.relocate(id, src, dst),
+            None => self.relocate(id, src, dst, t),
             Some(mbit) => {
                 let m = &mut self.machines[src as usize];
                 m.link_free = m.link_free.max(f64::from(t)) + bytes * 8.0 / (mbit * 1e6);
@@ -337,17 +394,23 @@ impl Sim<'_> {
         Ok(())
     }
 
-    fn relocate(&mut self, id: u32, src: u32, dst: u32) {
+    /// Moves a running task from `src` to `dst` without admission (the thesis: migrated-in tasks
+    /// skip it); its departure lets the source start waiting runs that now fit.
+    fn relocate(&mut self, id: u32, src: u32, dst: u32, t: u32) {
         let s = &mut self.machines[src as usize];
         let Some(pos) = s.position(id) else { return };
         let mut task = s.running.swap_remove(pos);
         task.arrives = None;
         s.admitted -= task.admission;
         s.load -= f64::from(task.usage.cpu);
+        let waiting = !s.pending.is_empty();
         let d = &mut self.machines[dst as usize];
         d.admitted += task.admission;
         d.load += f64::from(task.usage.cpu);
         d.running.push(task);
+        if waiting {
+            self.admit(src as usize, t);
+        }
     }
 
     /// Bandwidth mode: copies that are complete by `t` switch the task to its destination;
@@ -361,7 +424,7 @@ impl Sim<'_> {
                 Some((at, _)) if at > t => i += 1,
                 Some((_, dst)) => {
                     self.in_flight.swap_remove(i);
-                    self.relocate(id, src, dst);
+                    self.relocate(id, src, dst, t);
                 }
                 None => {
                     self.in_flight.swap_remove(i);
@@ -387,23 +450,32 @@ impl Sim<'_> {
         for mi in 0..self.machines.len() {
             let m = &mut self.machines[mi];
             let load = m.load.max(0.0);
-            loads.push(load);
-            load_sum += load;
-            over_sum += (load - cap).max(0.0);
+            // Mean CPU and Gini on loads clipped at capacity; overcommit on what exceeds it.
+            loads.push(load.min(cap));
+            load_sum += load.min(cap);
+            over_sum += (load - cap).max(0.0) / cap;
             self.sum.task_steps += m.running.len() as u64;
-            let service = if load > cap {
-                step * (1.0 - self.cfg.overload_penalty)
+            let lost = if load > cap {
+                step * match self.cfg.penalty {
+                    Penalty::Excess => ((load - cap) / cap).min(1.0),
+                    Penalty::Fixed(fraction) => fraction,
+                }
             } else {
-                step
+                0.0
             };
             // Recomputed from scratch each step, so no rounding drift accumulates.
             let (mut admitted, mut new_load, mut freed) = (0.0, 0.0, false);
             let mut i = 0;
             while i < m.running.len() {
                 let task = &mut m.running[i];
-                task.remaining -= service;
+                task.remaining -= step;
+                if task.run.priority <= self.cfg.penalty_max_priority {
+                    task.remaining += lost;
+                    task.penalty += lost;
+                }
                 if task.remaining <= 0.0 {
-                    self.duration_total += f64::from(next_t - task.run.submit);
+                    self.duration_total += task.duration();
+                    self.durations += 1;
                     self.sum.completed += 1;
                     m.running.swap_remove(i);
                     freed = true;
@@ -417,13 +489,13 @@ impl Sim<'_> {
             m.admitted = admitted;
             m.load = new_load;
             if freed && !m.pending.is_empty() {
-                self.admit(mi as u32, next_t);
+                self.admit(mi, next_t);
             }
         }
         let n = self.machines.len() as f64;
         let mean_cpu = load_sum / n / cap;
         let g = gini_with(loads, sorted);
-        let overcommit = over_sum / n;
+        let overcommit = over_sum;
         self.sum.mean_cpu += mean_cpu;
         self.sum.gini += g;
         self.sum.overcommit += overcommit;
@@ -449,12 +521,22 @@ impl Sim<'_> {
         s.mean_cpu /= n;
         s.gini /= n;
         s.overcommit /= n;
-        s.duration = if s.completed > 0 {
-            self.duration_total / s.completed as f64
+        // Tasks still running count with the penalties they have had so far.
+        for task in self.machines.iter().flat_map(|m| &m.running) {
+            if task.remaining.is_finite() {
+                self.duration_total += task.duration();
+                self.durations += 1;
+            }
+        }
+        s.duration = if self.durations > 0 {
+            self.duration_total / self.durations as f64
         } else {
             0.0
         };
-        s.net_mbit_s = self.migrated_bytes * 8.0 / 1e6 / (n * f64::from(self.cfg.step_s));
+        let seconds = n * f64::from(self.cfg.step_s);
+        s.net_mbit_s = self.migrated_bytes * 8.0 / 1e6 / seconds;
+        s.net_kbit_s_per_machine =
+            self.migrated_bytes * 8.0 / 1e3 / (seconds * self.machines.len() as f64);
         s.migrated_gib = self.migrated_bytes / (1u64 << 30) as f64;
         s.pending_at_end = self.machines.iter().map(|m| m.pending.len() as u64).sum();
         s.wall_s = started.elapsed().as_secs_f64();
@@ -463,6 +545,11 @@ impl Sim<'_> {
             series: self.series,
         }
     }
+}
+
+/// The thesis's `reserve > request`: the task's admission load fits strictly in what is left.
+fn fits_strictly(m: &Machine, task: &Live, capacity: f64) -> bool {
+    capacity - m.admitted > task.admission
 }
 
 #[cfg(test)]

@@ -2,31 +2,33 @@
 //! machines are grouped into cells (the thesis's 4-machine G_cells), rebalanced by a
 //! `colosched_core::Planner` (spec 000 ch. 4–5).
 //!
-//! The model, with the thesis's values as defaults (every item is a field of `Config`):
-//! - each SUBMITted run goes to a uniformly random machine (`Placement::Random`), or to the machine
-//!   the trace scheduled it on (`Placement::Trace`); runs the trace never scheduled are skipped,
-//!   and so are runs that do not end inside the loaded parts unless `Replay::All` is asked for;
-//! - admission: a run starts when its admission load (`cpu_request × overcommit_ratio`, or with
-//!   `Admission::Usage` its current CPU usage × overcommit_ratio) fits in
-//!   the machine's capacity (`capacity`, 0.5) next to the runs already admitted and no earlier run
-//!   waits there; otherwise it joins that machine's FIFO pending queue. A run larger than the
-//!   whole capacity starts when its machine is empty, so it cannot block a queue forever;
-//! - a machine's load is the sum of its running tasks' mean CPU usage in the current 300 s usage
-//!   window (real `task_usage` rows, else the calibrated usage model);
-//! - a run needs `end − schedule` seconds of service (its trace run time); every step its machine
-//!   is overloaded (load > capacity) the step gives `1 − overload_penalty` of a step of service
-//!   (the thesis: "a certain amount is added to the duration"; default: one step per step);
-//!   runs with no end in the trace never finish;
-//! - every migration cycle each cell is handed to the planner with each node's load and its
-//!   migratable tasks; the cycle is every step in which runs were submitted, else every 10th
-//!   step (Algorithm 4-1);
-//! - a migration costs the task's assigned memory in network traffic; optionally it takes time,
-//!   over one link of `bandwidth_mbit_s` per source machine, the task running on its source
-//!   until the copy is done.
+//! Two named sets of defaults (`Profile`), each item a field of `Config` that any caller may
+//! override:
+//! - `thesis` (the default): the thesis's own model. The replayed tasks are those whose last
+//!   run is SUBMIT (after the trace start) … SCHEDULE → FINISH and that have usage (real rows,
+//!   or a SCHEDULE inside the span one `task_usage` part covers); 1 s steps; placement
+//!   round-robin over cells, a random machine inside the cell; a task starts when its request
+//!   × ratio fits in what its machine has left, and every time a task leaves a machine (ends or
+//!   migrates away) every waiting task that now fits starts (backfill); each step a machine is
+//!   over capacity its tasks of priority ≤ 2 lose min(1, excess / capacity) of the step; the
+//!   replay ends at the last submission.
+//! - `full`: every run that ends inside the loaded parts, 60 s steps, uniformly random
+//!   placement, a FIFO queue per machine, a whole step lost per overloaded step, replayed to the
+//!   end of the loaded trace.
+//!
+//! In both, a machine's load is the sum of its running tasks' mean CPU usage in the current
+//! 300 s window (real `task_usage` rows, else the calibrated usage model); every migration cycle
+//! (every step with submissions, else every 10th) each cell is handed to the planner with each
+//! node's load and its migratable tasks; a move costs the task's assigned memory in network
+//! traffic, optionally over one link of `bandwidth_mbit_s` per source machine.
 
 mod engine;
+pub mod params;
+mod select;
 
 pub use engine::{simulate, SimError};
+pub use params::{Param, Profile};
+pub use select::{select, Selection};
 
 use colosched_core::Limits;
 use serde::Serialize;
@@ -34,7 +36,7 @@ use serde::Serialize;
 /// What a run's admission load is (spec 000, open question 4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Admission {
-    /// `cpu_request × overcommit_ratio`, fixed for the run's life (the spec's reconstruction).
+    /// `cpu_request × overcommit_ratio`, fixed for the run's life (the thesis).
     Request,
     /// `current mean CPU usage × overcommit_ratio`, refreshed every usage window: a machine
     /// admits while its tasks' actual load leaves room, so moving load away lets waiting runs in.
@@ -44,9 +46,11 @@ pub enum Admission {
 /// Which runs are replayed (spec 000, open question 6).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Replay {
-    /// Runs that start and end inside the loaded parts: the thesis builds each task's duration
-    /// from its SCHEDULE and end events, so it can only replay those. The cluster fills up and
-    /// drains again, as in the thesis's Fig. 5-6.
+    /// The thesis's task set: a task whose last run in the loaded parts is SUBMIT (with a
+    /// timestamp after 0) … SCHEDULE → FINISH, with usage rows in the loaded `task_usage` parts
+    /// or, without any, a SCHEDULE within `usage_span_s` of the trace start. One run per task.
+    Thesis,
+    /// Every run that was scheduled and ends inside the loaded parts (FINISH or not).
     Ended,
     /// Also the runs still open when the loaded parts end (long-running services): they never
     /// finish and keep their machines busy for the whole replay.
@@ -55,33 +59,81 @@ pub enum Replay {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Placement {
+    /// Round-robin over cells, a uniformly random machine inside the cell (the thesis's code).
+    Cells,
+    /// A uniformly random machine of the whole cluster (the thesis's text).
     Random,
+    /// The machine the trace scheduled the run on (machines = the trace's machine count).
     Trace,
+}
+
+/// How a machine's waiting runs start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Queue {
+    /// A run starts when its admission load fits strictly in what is left (`reserve > request`);
+    /// each time a task leaves the machine every waiting run that now fits starts, in order.
+    Backfill,
+    /// First in, first out: a run starts when it fits (≤) and nobody waits before it. A run
+    /// larger than the whole capacity starts on an empty machine, so it cannot block forever.
+    Fifo,
+}
+
+/// When the replay stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Until {
+    /// At the step of the last replayed submission (the thesis: no drain).
+    LastSubmit,
+    /// At the last event of the loaded parts.
+    TraceEnd,
+    /// After the last submission, until no task with a finite service is running (at most
+    /// `DRAIN_LIMIT_S` more seconds).
+    Drain,
+}
+
+/// The longest a drain may run past the last submission (30 days of trace time).
+pub const DRAIN_LIMIT_S: u32 = 30 * 86_400;
+
+/// What a step on an overloaded machine (load > capacity) costs its tasks.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Penalty {
+    /// Each eligible task loses min(1, (load − capacity) / capacity) of the step (the thesis:
+    /// `duration += min(1, (load − cap) / cap)` per 1 s step).
+    Excess,
+    /// Each eligible task loses this fraction (0..=1) of the step.
+    Fixed(f64),
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
+    /// The named set of defaults this configuration started from (recorded, not used).
+    pub profile: Profile,
     /// Number of machines (`Placement::Trace` uses the trace's machine count instead).
     pub machines: usize,
     pub cell_size: usize,
     /// Machine capacity `cap` in trace CPU units (normalised to the largest machine).
     pub capacity: f64,
     pub admission: Admission,
+    pub queue: Queue,
     pub overcommit_ratio: f64,
-    /// Seconds of trace time per simulation step (the thesis leaves the unit open; 60 s gives
-    /// about 840 cycles over parts 0–9, the range of the thesis's Fig. 5-6).
+    /// Seconds of trace time per simulation step.
     pub step_s: u32,
     /// Migration every `busy_interval` steps when runs were submitted in the step, else every
     /// `idle_interval` steps.
     pub busy_interval: u32,
     pub idle_interval: u32,
-    /// Fraction of a step of service lost in each step a machine is overloaded.
-    pub overload_penalty: f64,
+    pub penalty: Penalty,
+    /// Only tasks of at most this priority pay the overload penalty (thesis: 2; 11 = all).
+    pub penalty_max_priority: u8,
     pub placement: Placement,
     pub replay: Replay,
-    /// Warning threshold, migratable rule, minimum profit, per-cell move limit.
+    /// `Replay::Thesis` without real usage rows: a task needs a SCHEDULE within this many
+    /// seconds of the trace start, the span one `task_usage` part covers (29 days / 500 parts).
+    pub usage_span_s: u32,
+    pub until: Until,
+    /// Warning threshold, sender trigger, migratable rule, `is_useful_migrate`, move limit.
     pub limits: Limits,
-    /// Memory of the largest machine, to turn normalised memory into bytes.
+    /// GiB of memory per unit of normalised memory, to turn moved memory into bytes (the
+    /// thesis's code: 512 GiB × 0.07 ≈ 35.84 GiB).
     pub machine_mem_gib: f64,
     /// If set, a migration takes `bytes / bandwidth` seconds on its source machine's link.
     pub bandwidth_mbit_s: Option<f64>,
@@ -92,55 +144,41 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config {
-            machines: 800,
-            cell_size: 4,
-            capacity: 0.5,
-            admission: Admission::Request,
-            overcommit_ratio: 1.0,
-            step_s: 60,
-            busy_interval: 1,
-            idle_interval: 10,
-            overload_penalty: 1.0,
-            placement: Placement::Random,
-            replay: Replay::Ended,
-            limits: Limits::default(),
-            machine_mem_gib: 32.0,
-            bandwidth_mbit_s: None,
-            seed: 1,
-            keep_series: true,
-        }
+        Profile::Thesis.config()
     }
 }
 
-/// One run's results, averaged over steps (and machines where it says so).
+/// One run's results, averaged over steps (and machines where it says so). The metrics follow
+/// the thesis's definitions (docs/cluster-sim.md, "Metrics").
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Summary {
     pub policy: String,
     pub seed: u64,
     pub machines: usize,
-    /// Mean over steps of the mean machine load, as a fraction of capacity.
+    /// Mean over steps of the mean machine load clipped at capacity, as a fraction of capacity.
     pub mean_cpu: f64,
-    /// Mean over steps of the Gini coefficient of machine loads.
+    /// Mean over steps of the Gini coefficient of the machine loads clipped at capacity.
     pub gini: f64,
-    /// Mean over machine-steps of max(0, load − capacity), in trace CPU units.
+    /// Mean over steps of Σ over machines of max(0, load − capacity) / capacity.
     pub overcommit: f64,
-    /// Mean over completed runs of (finish − submit) seconds: waiting plus (penalised) service.
+    /// Mean over started tasks (finite service) of waiting + service + overload penalties, s.
     pub duration: f64,
-    /// Migrated megabits over simulated seconds, and the busiest step's rate.
+    /// Migrated kilobits per simulated second per machine (the thesis's unit).
+    pub net_kbit_s_per_machine: f64,
+    /// Migrated megabits per simulated second over the whole cluster, and the busiest step's.
     pub net_mbit_s: f64,
     pub net_peak_mbit_s: f64,
     pub moves: u64,
     pub migrated_gib: f64,
     pub completed: u64,
     pub started: u64,
-    /// Runs not replayed: never scheduled in the trace, or (with `Replay::Ended`) never ended.
+    /// Runs in the loaded parts that are not replayed (see `Replay`).
     pub skipped: u64,
-    /// Runs still pending when the replay ended.
+    /// Runs still waiting when the replay ended.
     pub pending_at_end: u64,
     pub steps: u64,
     pub cycles: u64,
-    /// Running tasks summed over steps (the replay's work: task-cycles).
+    /// Running tasks summed over steps (the replay's work: task-steps).
     pub task_steps: u64,
     pub wall_s: f64,
 }

@@ -10,7 +10,7 @@ pub mod policy;
 pub mod rng;
 
 pub use metrics::gini;
-pub use policy::{Limits, Order, Planner, Policy};
+pub use policy::{Limits, MigratableCpu, Order, Planner, Policy};
 pub use rng::Rng;
 
 /// Opaque handle chosen by the caller (a run index in the simulator, a pid in the agent).

@@ -1,42 +1,68 @@
 //! Rebalancing policies over one cell (thesis §4.3, spec 000 §2.3–2.6).
 //!
 //! - `coarse` (Algorithm 4-1): every other node sends all its migratable tasks to the least
-//!   loaded node, when they fit under the warning threshold.
+//!   loaded node, when they fit.
 //! - `fine` (Algorithm 4-2/4-3): the two least loaded nodes receive; every other node fills the
 //!   first, then the second, taking tasks in `Order` until the next one does not fit.
 //! - `random` (spec 003's baseline): every `every` cycles, one random migratable task goes to a
-//!   random other node of the cell, if it fits.
+//!   random other node of the cell, if it fits under the warning line.
 //!
-//! Loads are updated after each accepted migration, so later sources in the same cycle see them.
+//! Coarse and fine share the thesis's rules (`Limits`): only a node at or above the warning line
+//! sends; a receiver may end at most at min(warning line, its sender's load); a batch moves only
+//! if `is_useful_migrate` holds. Loads are updated after each accepted batch, so later sources in
+//! the same cycle see them.
 
 use crate::{Cell, Move, Rng, Task};
 
-/// The thresholds a policy respects. Defaults are the thesis's.
+/// The thresholds a policy respects. Defaults are the thesis's text (spec 000 §2.3, the issue's
+/// reading of `simulator.py` where the text is silent).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Limits {
     /// No move may push a receiving node's load above this (`warning_threshold` = `cap` = 0.5).
     pub warning_threshold: f64,
-    /// Migratable = priority < this (thesis: 2, the "free" band) ...
+    /// A node sends only when its load is at or above `warning_threshold` (thesis: only nodes
+    /// over the warning line give tasks away).
+    pub send_over_warning: bool,
+    /// Migratable = priority < this (the text: 2, the "free" band; the code: 3, i.e. ≤ 2) ...
     pub migratable_priority_below: u8,
-    /// ... and peak CPU usage < this (thesis: 0.025).
-    pub migratable_max_cpu_below: f64,
-    /// `is_useful_migrate`: a set of tasks moves only if its CPU usage exceeds this.
+    /// ... and this CPU figure of the task (the text: its peak usage; the code: its request) ...
+    pub migratable_cpu: MigratableCpu,
+    /// ... below this (0.025).
+    pub migratable_cpu_below: f64,
+    /// `is_useful_migrate`: a batch moves only if its CPU usage is at least `min_profit` (0.02,
+    /// 4 % of capacity), at most `max_profit` (0.5) and, if set, at most `max_profit_share` of
+    /// its sender's load (0.8).
     pub min_profit: f64,
+    pub max_profit: f64,
+    pub max_profit_share: Option<f64>,
     /// At most this many moves per cell per cycle.
     pub max_moves: usize,
-    /// `fine`'s can_hold also keeps a receiver under its source's load (the thesis's rule). The
-    /// node agent turns it off: its loads are LC pressure, which elastic BE tasks do not add to,
-    /// and it applies its own no-overshoot rule on them.
+    /// A receiver may end at most at its sender's load (as well as under the warning line), for
+    /// coarse as for fine (`can_hold`). The node agent turns it off: its loads are LC pressure,
+    /// which elastic BE tasks do not add to, and it applies its own no-overshoot rule on them.
     pub cap_at_source_load: bool,
+}
+
+/// Which CPU figure of a task the migratable test compares with `migratable_cpu_below`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MigratableCpu {
+    /// Peak CPU usage of the current window (the thesis's text: "max CPU usage").
+    MaxCpu,
+    /// CPU request (the thesis's `simulator.py`).
+    Request,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             warning_threshold: 0.5,
+            send_over_warning: true,
             migratable_priority_below: 2,
-            migratable_max_cpu_below: 0.025,
-            min_profit: 0.0,
+            migratable_cpu: MigratableCpu::MaxCpu,
+            migratable_cpu_below: 0.025,
+            min_profit: 0.02,
+            max_profit: 0.5,
+            max_profit_share: Some(0.8),
             max_moves: usize::MAX,
             cap_at_source_load: true,
         }
@@ -45,7 +71,34 @@ impl Default for Limits {
 
 impl Limits {
     pub fn is_migratable(&self, t: &Task) -> bool {
-        t.priority < self.migratable_priority_below && t.max_cpu < self.migratable_max_cpu_below
+        let cpu = match self.migratable_cpu {
+            MigratableCpu::MaxCpu => t.max_cpu,
+            MigratableCpu::Request => t.cpu_request,
+        };
+        t.priority < self.migratable_priority_below && cpu < self.migratable_cpu_below
+    }
+
+    /// Whether a node with this load may give tasks away.
+    pub fn sends(&self, load: f64) -> bool {
+        !self.send_over_warning || load >= self.warning_threshold
+    }
+
+    /// The highest load a receiver may reach when taking tasks from a sender at `source_load`.
+    fn receiver_limit(&self, source_load: f64) -> f64 {
+        if self.cap_at_source_load {
+            self.warning_threshold.min(source_load)
+        } else {
+            self.warning_threshold
+        }
+    }
+
+    /// `is_useful_migrate`: is moving `util` of CPU away from a sender at `source_load` worth it?
+    pub fn is_useful(&self, util: f64, source_load: f64) -> bool {
+        util >= self.min_profit
+            && util <= self.max_profit
+            && self
+                .max_profit_share
+                .is_none_or(|share| util <= share * source_load)
     }
 }
 
@@ -200,7 +253,8 @@ fn migratable<'a>(cell: &'a Cell, node: usize, limits: &Limits) -> Vec<&'a Task>
         .collect()
 }
 
-/// Algorithm 4-1. The receiver is fixed at the start of the cycle (the thesis's `low`).
+/// Algorithm 4-1. The receiver is fixed at the start of the cycle (the thesis's `low`); each
+/// sender gives all its migratable tasks or none.
 fn coarse(cell: &Cell, limits: &Limits) -> Vec<Move> {
     let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
     let Some(&low) = by_load(&loads).first() else {
@@ -208,10 +262,16 @@ fn coarse(cell: &Cell, limits: &Limits) -> Vec<Move> {
     };
     let mut moves = Vec::new();
     for src in (0..loads.len()).filter(|&n| n != low) {
+        if !limits.sends(loads[src]) {
+            continue;
+        }
         let removed = migratable(cell, src, limits);
         let util: f64 = removed.iter().map(|t| t.cpu_usage).sum();
-        let fits = loads[low] + util <= limits.warning_threshold;
-        if util > limits.min_profit && fits && moves.len() + removed.len() <= limits.max_moves {
+        let fits = loads[low] + util <= limits.receiver_limit(loads[src]);
+        if fits
+            && limits.is_useful(util, loads[src])
+            && moves.len() + removed.len() <= limits.max_moves
+        {
             moves.extend(removed.iter().map(|t| Move {
                 task: t.id,
                 from: src,
@@ -233,16 +293,16 @@ fn fine(cell: &Cell, limits: &Limits, order: Order, rng: &mut Rng) -> Vec<Move> 
     let receivers = fine_receivers(&ranked);
     let mut moves = Vec::new();
     for src in (0..loads.len()).filter(|n| !receivers.contains(n)) {
+        // can_hold and is_useful_migrate look at the source's load as it was before it gave
+        // anything (both batches are chosen before either moves).
+        let source_load = loads[src];
+        if !limits.sends(source_load) {
+            continue;
+        }
         let mut removed = migratable(cell, src, limits);
         sort_tasks(&mut removed, order, rng);
         let mut next = removed.into_iter().peekable();
-        // can_hold: a receiver stays under the warning line and under the source's load as it
-        // was before this source gave anything (both batches are chosen before either moves).
-        let limit = if limits.cap_at_source_load {
-            limits.warning_threshold.min(loads[src])
-        } else {
-            limits.warning_threshold
-        };
+        let limit = limits.receiver_limit(source_load);
         for (rank, &dst) in receivers.iter().enumerate() {
             let mut util = 0.0;
             let mut batch = Vec::new();
@@ -250,7 +310,8 @@ fn fine(cell: &Cell, limits: &Limits, order: Order, rng: &mut Rng) -> Vec<Move> 
                 util += t.cpu_usage;
                 batch.push(t);
             }
-            if util > limits.min_profit && moves.len() + batch.len() <= limits.max_moves {
+            if limits.is_useful(util, source_load) && moves.len() + batch.len() <= limits.max_moves
+            {
                 let rank = rank as u8;
                 moves.extend(batch.iter().map(|t| Move {
                     task: t.id,

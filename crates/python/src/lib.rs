@@ -9,13 +9,13 @@ use std::time::Duration;
 use colosched_agent::memwatch::{
     BackendChoice, MemoryThresholdWatcher, StopHandle, Threshold, WatchOptions,
 };
-use colosched_cluster::{simulate, Admission, Config, Outcome, Placement, Replay};
+use colosched_cluster::{select, simulate, Config, Outcome, Param, Profile, Until};
 use colosched_core::{Cell, Limits, Move, Planner, Policy, Rng};
 use colosched_trace::usage::{TaskUsage, UsageModel, UsageSource};
 use colosched_trace::{IngestOptions, Runs, TraceError, TraceRoot};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyBool, PyDict, PyList};
 
 pyo3::create_exception!(
     _native,
@@ -105,74 +105,62 @@ fn policies() -> Vec<String> {
         .collect()
 }
 
-/// One of a parameter's named values, or an error naming the parameter and the choices.
-fn choice<T: Copy>(key: &str, value: &Bound<'_, PyAny>, options: &[(&str, T)]) -> PyResult<T> {
-    let text: String = value.extract()?;
-    let names: Vec<&str> = options.iter().map(|(name, _)| *name).collect();
-    options
-        .iter()
-        .find(|(name, _)| *name == text)
-        .map(|(_, v)| *v)
-        .ok_or_else(|| {
-            PyValueError::new_err(format!(
-                "{key}: {text:?} is not one of {}",
-                names.join(", ")
-            ))
-        })
+/// A Python value as a simulator parameter (bool before int: Python's bool is an int).
+fn param(value: &Bound<'_, PyAny>) -> PyResult<Param> {
+    if value.is_none() {
+        Ok(Param::None)
+    } else if let Ok(b) = value.cast::<PyBool>() {
+        Ok(Param::Bool(b.is_true()))
+    } else if let Ok(i) = value.extract::<i64>() {
+        Ok(Param::Int(i))
+    } else if let Ok(x) = value.extract::<f64>() {
+        Ok(Param::Float(x))
+    } else if let Ok(t) = value.extract::<String>() {
+        Ok(Param::Text(t))
+    } else {
+        Err(PyValueError::new_err(format!(
+            "parameter value {value} is not a number, text, bool or None"
+        )))
+    }
 }
 
-fn config_from(params: &Bound<'_, PyDict>) -> PyResult<Config> {
-    let mut c = Config::default();
-    let mut l = Limits::default();
+/// The configuration of `profile` with `params` applied; errors name the key.
+fn config_from(profile: &str, params: &Bound<'_, PyDict>) -> PyResult<Config> {
+    let profile = Profile::parse(profile).map_err(PyValueError::new_err)?;
+    let mut pairs = Vec::new();
     for (key, value) in params.iter() {
-        let key: String = key.extract()?;
-        match key.as_str() {
-            "machines" => c.machines = value.extract()?,
-            "cell_size" => c.cell_size = value.extract()?,
-            "capacity" => c.capacity = value.extract()?,
-            "overcommit_ratio" => c.overcommit_ratio = value.extract()?,
-            "step_s" => c.step_s = value.extract()?,
-            "busy_interval" => c.busy_interval = value.extract()?,
-            "idle_interval" => c.idle_interval = value.extract()?,
-            "overload_penalty" => c.overload_penalty = value.extract()?,
-            "machine_mem_gib" => c.machine_mem_gib = value.extract()?,
-            "bandwidth_mbit_s" => c.bandwidth_mbit_s = value.extract()?,
-            "keep_series" => c.keep_series = value.extract()?,
-            "placement" => {
-                c.placement = choice(
-                    &key,
-                    &value,
-                    &[("random", Placement::Random), ("trace", Placement::Trace)],
-                )?
-            }
-            "runs" => {
-                c.replay = choice(
-                    &key,
-                    &value,
-                    &[("ended", Replay::Ended), ("all", Replay::All)],
-                )?
-            }
-            "admission" => {
-                c.admission = choice(
-                    &key,
-                    &value,
-                    &[("request", Admission::Request), ("usage", Admission::Usage)],
-                )?
-            }
-            "warning_threshold" => l.warning_threshold = value.extract()?,
-            "migratable_priority_below" => l.migratable_priority_below = value.extract()?,
-            "migratable_max_cpu_below" => l.migratable_max_cpu_below = value.extract()?,
-            "min_profit" => l.min_profit = value.extract()?,
-            "max_moves" => l.max_moves = value.extract()?,
-            other => {
-                return Err(PyValueError::new_err(format!(
-                    "unknown simulator parameter {other:?}"
-                )))
-            }
+        pairs.push((key.extract::<String>()?, param(&value)?));
+    }
+    Config::resolve(profile, pairs.iter().map(|(k, v)| (k.as_str(), v.clone())))
+        .map_err(PyValueError::new_err)
+}
+
+/// Every parameter of `profile` with `params` applied, resolved (what a run will use).
+#[pyfunction]
+#[pyo3(signature = (profile, params))]
+fn resolve_params<'py>(
+    py: Python<'py>,
+    profile: &str,
+    params: &Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let c = config_from(profile, params)?;
+    let d = PyDict::new(py);
+    for (key, value) in c.params() {
+        match value {
+            Param::Int(i) => d.set_item(key, i)?,
+            Param::Float(x) => d.set_item(key, x)?,
+            Param::Text(t) => d.set_item(key, t)?,
+            Param::Bool(b) => d.set_item(key, b)?,
+            Param::None => d.set_item(key, py.None())?,
         }
     }
-    c.limits = l;
-    Ok(c)
+    Ok(d)
+}
+
+/// Names of the profiles, the default first.
+#[pyfunction]
+fn profiles() -> Vec<&'static str> {
+    colosched_cluster::params::PROFILES.to_vec()
 }
 
 /// A policy written in Python: `fn(cell, cycle) -> [(task_id, from_node, to_node), ...]` where
@@ -298,23 +286,27 @@ fn step_counter<'a>(
 /// `progress(done_steps, total_steps)` is called from this thread about ten times a second.
 /// Returns one dict per job: `{"summary": {...}, "series": {column: [...]}}`, in job order.
 #[pyfunction]
-#[pyo3(signature = (trace, policies, seeds, params, usage_seed=0, threads=0, progress=None))]
+#[pyo3(signature = (trace, policies, seeds, profile, params, usage_seed=0, threads=0, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn simulate_jobs<'py>(
     py: Python<'py>,
     trace: &Trace,
     policies: Vec<Bound<'py, PyAny>>,
     seeds: Vec<u64>,
+    profile: &str,
     params: &Bound<'py, PyDict>,
     usage_seed: u64,
     threads: usize,
     progress: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Vec<Bound<'py, PyDict>>> {
-    let base = config_from(params)?;
+    let base = config_from(profile, params)?;
     let usage = UsageSource {
         real: trace.real_usage.clone(),
         model: UsageModel::calibrated(usage_seed),
     };
+    // Which runs are replayed depends on the trace and the configuration, not on the policy or
+    // the seed: chosen once for every job.
+    let selection = py.detach(|| select(&trace.runs, &usage, &base));
     // Jobs: (index, policy, seed); built-in ones are parsed now so a bad name fails before work.
     let mut builtin = Vec::new();
     let mut custom = Vec::new();
@@ -338,7 +330,11 @@ fn simulate_jobs<'py>(
         }
     }
     let jobs = builtin.len() + custom.len();
-    let steps_each = u64::from(trace.runs.trace_end / base.step_s.max(1)) + 1;
+    let end = match base.until {
+        Until::TraceEnd => selection.trace_end.max(selection.last_submit()),
+        Until::LastSubmit | Until::Drain => selection.last_submit(),
+    };
+    let steps_each = u64::from(end / base.step_s) + 1;
     let total = steps_each * jobs as u64;
     let done = AtomicU64::new(0);
     let report = |py: Python<'_>| -> PyResult<()> {
@@ -372,7 +368,7 @@ fn simulate_jobs<'py>(
                     ..base.clone()
                 };
                 let r = simulate(
-                    &trace.runs,
+                    &selection,
                     &usage,
                     &cfg,
                     &mut policy,
@@ -408,7 +404,7 @@ fn simulate_jobs<'py>(
             error: None,
         };
         let r = simulate(
-            &trace.runs,
+            &selection,
             &usage,
             &cfg,
             &mut planner,
@@ -636,6 +632,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_trace, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_params, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(agent_main, m)?)?;

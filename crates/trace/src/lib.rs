@@ -44,6 +44,10 @@ pub struct Run {
     pub mem_request: f32,
     /// Dense machine index (into `Runs::machine_ids`) of the SCHEDULE event, `NO_MACHINE` if none.
     pub machine: u32,
+    /// Opened by a SUBMIT row of the loaded parts with a timestamp after the trace start (> 0):
+    /// false for tasks already there when the trace starts (timestamp 0) and for the implicit
+    /// SUBMIT of an orphan SCHEDULE.
+    pub submitted_in_trace: bool,
 }
 
 pub const NEVER: u32 = u32::MAX;

@@ -9,7 +9,8 @@
 //! - **after the window**: an event with timestamp >= 2^63-1 did not happen inside the trace; it
 //!   is ignored entirely (a run it would have ended just stays open), counted in
 //!   `IngestStats::after_window`.
-//! - **SUBMIT (0)** opens a run for (job, index) with the row's priority and requests. If the task
+//! - **SUBMIT (0)** opens a run for (job, index) with the row's priority and requests
+//!   (`submitted_in_trace` when its timestamp is > 0, i.e. not before the trace). If the task
 //!   already has an open run (a re-SUBMIT without an end, which the trace does contain), the old
 //!   run ends at the new SUBMIT's time with `end_kind = END_SUPERSEDED` (0, the SUBMIT code),
 //!   counted in `superseded`.
@@ -218,6 +219,7 @@ impl Folder {
         match kind {
             SUBMIT => {
                 let new = self.new_run(job, index, time, e, i);
+                self.runs[new].submitted_in_trace = e.time_us[i] > 0;
                 if let Some(old) = self.open.insert(job, index, new) {
                     end_run(&mut self.runs[old], time, END_SUPERSEDED);
                     self.stats.superseded += 1;
@@ -304,6 +306,7 @@ impl Folder {
             cpu_request: cpu,
             mem_request: mem,
             machine: NO_MACHINE,
+            submitted_in_trace: false,
         });
         self.current.push(Current { priority, cpu, mem });
         self.runs.len() - 1
@@ -523,6 +526,7 @@ mod tests {
                 cpu_request: 0.125,
                 mem_request: 0.07446,
                 machine: 0,
+                submitted_in_trace: false, // SUBMIT at 0: before the trace
             }]
         );
         assert_eq!(runs.machine_ids, vec![4155527081]);
@@ -562,6 +566,7 @@ mod tests {
                 (run.submit, run.schedule, run.end, run.end_kind),
                 (t, t + 1, t + 5, kind)
             );
+            assert!(run.submitted_in_trace, "SUBMIT at {} µs > 0", at(t as u64));
         }
         assert_eq!(runs.machine_ids, vec![55]);
         assert_eq!(runs.stats.orphan_events, 0);
@@ -728,6 +733,7 @@ mod tests {
                 cpu_request: 0.25,
                 mem_request: 0.5,
                 machine: 0,
+                submitted_in_trace: false, // implicit SUBMIT
             }]
         );
         assert_eq!(

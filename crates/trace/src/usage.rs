@@ -1080,6 +1080,7 @@ mod tests {
             cpu_request: 0.125,
             mem_request: 0.07446,
             machine: 0,
+            submitted_in_trace: true,
         }
     }
 

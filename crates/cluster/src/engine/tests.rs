@@ -1,7 +1,8 @@
 use super::*;
+use crate::{select, Profile, Replay};
 use colosched_core::{Limits, Policy};
 use colosched_trace::usage::{TaskUsage, UsageModel};
-use colosched_trace::{END_NONE, NEVER};
+use colosched_trace::{Runs, END_NONE, NEVER};
 
 const FINISH: u8 = 4;
 
@@ -19,6 +20,7 @@ fn run(job: u64, submit: u32, service: u32, request: f32, machine: u32) -> Run {
         cpu_request: request,
         mem_request: 0.01,
         machine,
+        submitted_in_trace: true,
     }
 }
 
@@ -50,18 +52,36 @@ fn usage(rows: &[(u64, f32, f32, f32)]) -> UsageSource {
     UsageSource::new(Some(real), UsageModel::calibrated(0))
 }
 
+/// The `full` profile (60 s steps, FIFO, to the trace's end) on the trace's own machines.
 fn cfg(machines: usize) -> Config {
     Config {
         machines,
         placement: Placement::Trace,
         cell_size: 4,
-        ..Config::default()
+        ..Profile::Full.config()
+    }
+}
+
+/// The `thesis` profile on the trace's own machines, replaying every ended run.
+fn thesis(machines: usize) -> Config {
+    Config {
+        machines,
+        placement: Placement::Trace,
+        replay: Replay::Ended,
+        ..Profile::Thesis.config()
     }
 }
 
 fn sim(runs: &Runs, usage: &UsageSource, cfg: &Config, policy: &str) -> Outcome {
     let mut p = Policy::parse(policy).unwrap();
-    simulate(runs, usage, cfg, &mut p, &mut |_, _| true).unwrap()
+    simulate(
+        &select(runs, usage, cfg),
+        usage,
+        cfg,
+        &mut p,
+        &mut |_, _| true,
+    )
+    .unwrap()
 }
 
 #[test]
@@ -83,7 +103,8 @@ fn admission_is_fifo_and_waits_for_capacity() {
     // Trace ends at 120 s: steps at 0, 60, 120. Run 1 finishes at 120; 2 and 3 start then.
     assert_eq!(o.summary.completed, 1);
     assert_eq!(o.summary.started, 3);
-    assert_eq!(o.summary.duration, 120.0);
+    // Run 1: no wait + 120 s; runs 2 and 3 waited 120 s, then 120 s: (120 + 240 + 240) / 3.
+    assert_eq!(o.summary.duration, 200.0);
     let expect = [0.2, 0.2, 0.4];
     for (got, want) in o.series.mean_cpu.iter().zip(expect) {
         assert!((got - want).abs() < 1e-6, "{:?}", o.series.mean_cpu);
@@ -144,7 +165,7 @@ fn an_overloaded_machine_delays_its_tasks() {
         &r,
         &u,
         &Config {
-            overload_penalty: 0.0,
+            penalty: Penalty::Fixed(0.0),
             ..cfg(2)
         },
         "no_migration",
@@ -155,43 +176,60 @@ fn an_overloaded_machine_delays_its_tasks() {
         late.completed, 1,
         "the overloaded run never finishes: {late:?}"
     );
-    assert!(late.overcommit > 0.0);
+    // Still running at the end: waited 0, 120 s of service, 11 steps of 60 s lost so far.
+    assert_eq!(late.duration, (600.0 + 120.0 + 11.0 * 60.0) / 2.0);
+    // One machine of two at 0.6: 0.1 / 0.5 over capacity in every step.
+    assert!((late.overcommit - 0.2).abs() < 1e-6, "{}", late.overcommit);
 }
 
 #[test]
 fn coarse_moves_migratable_tasks_and_counts_their_memory() {
-    // Machine 0 is empty; machines 1..3 each hold one migratable task (priority 0, max CPU
-    // 0.01) and one production task. Coarse sends the three small ones to machine 0.
+    // Machine 0 is empty; machines 1..3 each hold two migratable tasks (priority 0, max CPU
+    // 0.015, usage 0.012) and a production task, 0.524 in all: over the warning line, so they
+    // send. Coarse sends the six small ones (0.024 per sender ≥ min_profit) to machine 0.
     let mut list = Vec::new();
     for m in 1..4u32 {
-        list.push(run(u64::from(m), 0, 600, 0.05, m));
+        let m64 = u64::from(m);
+        list.push(run(m64, 0, 600, 0.05, m));
+        list.push(run(20 + m64, 0, 600, 0.05, m));
         list.push(Run {
             priority: 9,
-            ..run(10 + u64::from(m), 0, 600, 0.2, m)
+            ..run(10 + m64, 0, 600, 0.2, m)
         });
     }
     let r = runs(list, 4);
-    let mut rows: Vec<(u64, f32, f32, f32)> = (1..4).map(|j| (j, 0.01, 0.01, 0.05)).collect();
-    rows.extend((11..14).map(|j| (j, 0.2, 0.3, 0.1)));
+    let mut rows: Vec<(u64, f32, f32, f32)> = (1..4).map(|j| (j, 0.012, 0.015, 0.05)).collect();
+    rows.extend((21..24).map(|j| (j, 0.012, 0.015, 0.05)));
+    rows.extend((11..14).map(|j| (j, 0.5, 0.6, 0.1)));
     let u = usage(&rows);
     let none = sim(&r, &u, &cfg(4), "no_migration").summary;
     let coarse = sim(&r, &u, &cfg(4), "coarse");
-    assert_eq!(coarse.summary.moves, 3);
-    assert_eq!(coarse.series.move_to_first[0], 3);
-    let gib = 3.0 * 0.05 * 32.0;
+    assert_eq!(coarse.summary.moves, 6);
+    assert_eq!(coarse.series.move_to_first[0], 6);
+    let gib = 6.0 * 0.05 * 32.0;
     assert!(
         (coarse.summary.migrated_gib - gib).abs() < 1e-6,
         "{}",
         coarse.summary.migrated_gib
     );
-    assert!((coarse.series.net_mbit[0] - gib * 8.0 * 1073741824.0 / 1e6).abs() < 1e-3);
+    let mbit = gib * 8.0 * 1073741824.0 / 1e6;
+    assert!((coarse.series.net_mbit[0] - mbit).abs() < 1e-6 * mbit);
+    // The thesis's unit: kbit per simulated second per machine, over 11 steps of 60 s.
+    let per_machine = mbit * 1e3 / (11.0 * 60.0 * 4.0);
+    let got = coarse.summary.net_kbit_s_per_machine;
+    assert!(
+        (got - per_machine).abs() < 1e-6 * per_machine,
+        "{got} vs {per_machine}"
+    );
+    assert!((coarse.summary.net_mbit_s * 1e3 / 4.0 - got).abs() < 1e-6 * got);
+    // Loads are clipped at capacity for Gini: the senders stay at 0.5 after sending 0.024.
     assert!(
         coarse.summary.gini < none.gini,
         "{} !< {}",
         coarse.summary.gini,
         none.gini
     );
-    // Nothing else is migratable, so later cycles move nothing.
+    // The senders are now under the line, so later cycles move nothing.
     assert!(coarse.series.moves[1..].iter().all(|&m| m == 0));
 }
 
@@ -205,7 +243,7 @@ fn a_bandwidth_limit_makes_migration_take_time() {
         },
     ];
     let r = runs(list, 2);
-    let u = usage(&[(1, 0.01, 0.01, 0.05), (2, 0.2, 0.3, 0.1)]);
+    let u = usage(&[(1, 0.024, 0.024, 0.05), (2, 0.49, 0.5, 0.1)]);
     let c = Config {
         cell_size: 2,
         ..cfg(2)
@@ -235,7 +273,9 @@ fn a_bandwidth_limit_makes_migration_take_time() {
     .series;
     assert!(
         instant.gini[0] < fast.gini[0],
-        "the task is still on its source during the copy"
+        "the task is still on its source during the copy: {} vs {}",
+        instant.gini[0],
+        fast.gini[0]
     );
     assert_eq!(fast.gini[1], instant.gini[1]);
     assert!(
@@ -325,7 +365,7 @@ fn the_same_seed_gives_the_same_replay() {
         machines: 40,
         placement: Placement::Random,
         seed: 9,
-        ..Config::default()
+        ..cfg(40)
     };
     let mut a = sim(&r, &u, &c, "fine");
     let mut b = sim(&r, &u, &c, "fine");
@@ -355,7 +395,8 @@ fn a_policy_that_invents_moves_is_stopped_with_its_name() {
     }
     let r = runs(vec![run(1, 0, 60, 0.05, 0)], 2);
     let u = usage(&[(1, 0.01, 0.01, 0.01)]);
-    let err = simulate(&r, &u, &cfg(2), &mut Liar, &mut |_, _| true).unwrap_err();
+    let sel = select(&r, &u, &cfg(2));
+    let err = simulate(&sel, &u, &cfg(2), &mut Liar, &mut |_, _| true).unwrap_err();
     assert!(
         err.to_string().contains("liar") && err.to_string().contains("12345"),
         "{err}"
@@ -390,7 +431,7 @@ fn bad_configurations_are_refused() {
         ),
         (
             Config {
-                overload_penalty: 2.0,
+                penalty: Penalty::Fixed(2.0),
                 ..cfg(1)
             },
             "overload_penalty",
@@ -412,7 +453,7 @@ fn bad_configurations_are_refused() {
         ),
     ] {
         let mut p = Policy::NoMigration;
-        let err = simulate(&r, &u, &c, &mut p, &mut |_, _| true).unwrap_err();
+        let err = simulate(&select(&r, &u, &c), &u, &c, &mut p, &mut |_, _| true).unwrap_err();
         assert!(err.to_string().contains(key), "{err}");
     }
 }
@@ -423,9 +464,269 @@ fn progress_can_stop_a_replay() {
     let u = usage(&[]);
     let mut p = Policy::NoMigration;
     let mut calls = 0;
-    let err = simulate(&r, &u, &cfg(1), &mut p, &mut |_, _| {
-        calls += 1;
-        calls < 3
-    });
+    let err = simulate(
+        &select(&r, &u, &cfg(1)),
+        &u,
+        &cfg(1),
+        &mut p,
+        &mut |_, _| {
+            calls += 1;
+            calls < 3
+        },
+    );
     assert!(matches!(err, Err(SimError::Interrupted)));
+}
+
+#[test]
+fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
+    const EVICT: u8 = 2;
+    const KILL: u8 = 5;
+    let task = |job: u64, r: Run| Run { job, ..r };
+    let list = vec![
+        task(
+            2,
+            Run {
+                submitted_in_trace: false, // SUBMIT at timestamp 0: there before the trace
+                ..run(2, 0, 50, 0.1, 0)
+            },
+        ),
+        task(
+            5,
+            Run {
+                end_kind: EVICT,
+                ..run(5, 5, 10, 0.1, 0)
+            },
+        ),
+        run(1, 10, 50, 0.1, 0),
+        task(
+            3,
+            Run {
+                end_kind: KILL,
+                ..run(3, 10, 50, 0.1, 0)
+            },
+        ),
+        run(6, 12, 20, 0.1, 0),
+        run(5, 20, 30, 0.1, 0), // task 5 again: its last run, SCHEDULE → FINISH
+        task(
+            7,
+            Run {
+                schedule: NEVER,
+                ..run(7, 30, 10, 0.1, 0)
+            },
+        ),
+        task(
+            6,
+            Run {
+                schedule: NEVER, // task 6 finished, then was submitted again: not replayed
+                end_kind: END_NONE,
+                ..run(6, 100, 0, 0.1, 0)
+            },
+        ),
+        run(4, 6000, 50, 0.1, 0), // scheduled after the span of one task_usage part
+    ];
+    let r = runs(list, 1);
+    let jobs = |u: &UsageSource, c: &Config| {
+        let sel = select(&r, u, c);
+        let jobs: Vec<(u64, u32)> = sel.runs.iter().map(|r| (r.job, r.submit)).collect();
+        (jobs, sel.skipped)
+    };
+    let model_only = UsageSource::new(None, UsageModel::calibrated(0));
+    let c = thesis(1);
+    let c = Config {
+        replay: Replay::Thesis,
+        ..c
+    };
+    assert_eq!(jobs(&model_only, &c), (vec![(1, 10), (5, 20)], 7));
+    let longer = Config {
+        usage_span_s: 6001,
+        ..c.clone()
+    };
+    assert_eq!(
+        jobs(&model_only, &longer).0,
+        vec![(1, 10), (5, 20), (4, 6000)]
+    );
+    // With real usage rows, having rows replaces the span: jobs 1 and 4 have some, job 5 none.
+    let real = usage(&[(1, 0.1, 0.1, 0.0), (4, 0.1, 0.1, 0.0)]);
+    assert_eq!(jobs(&real, &c).0, vec![(1, 10), (4, 6000)]);
+    // `ended`: every scheduled run that ended; `all`: every scheduled run.
+    let ended = Config {
+        replay: Replay::Ended,
+        ..c.clone()
+    };
+    assert_eq!(jobs(&model_only, &ended).0.len(), 7);
+    let all = Config {
+        replay: Replay::All,
+        ..c
+    };
+    assert_eq!(
+        jobs(&model_only, &all).0.len(),
+        7,
+        "the open run was never scheduled"
+    );
+}
+
+#[test]
+fn a_task_migrated_away_lets_a_waiting_one_start_at_once() {
+    // Machine 1 holds a production task (request 0.3, usage 0.48) and two migratable ones
+    // (request 0.05, usage 0.012 each): admitted 0.4, load 0.504 ≥ the warning line. A fourth
+    // task (request 0.15) does not fit in the 0.1 left and waits. Coarse moves the two small
+    // ones to machine 0; their requests leave with them, 0.2 > 0.15 is left, and the waiting
+    // task starts in the same step. Without migration it is still waiting when the replay ends.
+    let list = vec![
+        Run {
+            priority: 9,
+            ..run(1, 0, 500, 0.3, 1)
+        },
+        run(2, 0, 500, 0.05, 1),
+        run(3, 0, 500, 0.05, 1),
+        Run {
+            priority: 9,
+            ..run(4, 0, 500, 0.15, 1)
+        },
+    ];
+    let r = runs(list, 2);
+    let u = usage(&[
+        (1, 0.48, 0.5, 0.1),
+        (2, 0.012, 0.015, 0.01),
+        (3, 0.012, 0.015, 0.01),
+        (4, 0.01, 0.01, 0.01),
+    ]);
+    let c = Config {
+        cell_size: 2,
+        ..thesis(2)
+    };
+    let none = sim(&r, &u, &c, "no_migration").summary;
+    assert_eq!((none.started, none.pending_at_end), (3, 1));
+    let coarse = sim(&r, &u, &c, "coarse").summary;
+    assert_eq!(
+        (coarse.moves, coarse.started, coarse.pending_at_end),
+        (2, 4, 0)
+    );
+    assert_eq!(coarse.duration, 500.0, "nobody waited");
+}
+
+#[test]
+fn backfill_starts_what_fits_where_fifo_waits_behind_the_head() {
+    // Running: 0.3 of request. Waiting: 0.4 (does not fit). Arriving later: 0.1, which fits.
+    let list = vec![
+        run(1, 0, 500, 0.3, 0),
+        run(2, 0, 500, 0.4, 0),
+        run(3, 60, 500, 0.1, 0),
+    ];
+    let r = runs(list, 1);
+    let u = usage(&[(1, 0.1, 0.1, 0.0), (2, 0.1, 0.1, 0.0), (3, 0.1, 0.1, 0.0)]);
+    let c = Config {
+        step_s: 60,
+        ..thesis(1)
+    };
+    let backfill = sim(&r, &u, &c, "no_migration").summary;
+    assert_eq!((backfill.started, backfill.pending_at_end), (2, 1));
+    let fifo = sim(
+        &r,
+        &u,
+        &Config {
+            queue: Queue::Fifo,
+            ..c
+        },
+        "no_migration",
+    )
+    .summary;
+    assert_eq!((fifo.started, fifo.pending_at_end), (1, 2));
+}
+
+#[test]
+fn the_thesis_penalty_and_clipped_metrics() {
+    // Machine 0: a priority-0 and a priority-9 task, each using 0.3 (requests 0.2: both admitted)
+    // for 10 s of service: load 0.6, over capacity 0.5 by 0.1 = 0.2 of capacity. For the 10 s the
+    // priority-9 task runs, the priority-0 one loses 0.2 s per step (min(1, 0.1 / 0.5)), so it
+    // needs 2 more steps: duration 12 s, the other 10 s. A task on machine 1 submitted at 100 s
+    // keeps the replay going (1 s of service, no usage).
+    let list = vec![
+        run(1, 0, 10, 0.2, 0),
+        Run {
+            priority: 9,
+            ..run(2, 0, 10, 0.2, 0)
+        },
+        run(3, 100, 1, 0.0, 1),
+    ];
+    let r = runs(list, 2);
+    let u = usage(&[(1, 0.3, 0.3, 0.0), (2, 0.3, 0.3, 0.0), (3, 0.0, 0.0, 0.0)]);
+    let o = sim(&r, &u, &thesis(2), "no_migration");
+    let s = &o.summary;
+    assert_eq!((s.steps, s.completed), (101, 3));
+    assert!(
+        (s.duration - (12.0 + 10.0 + 1.0) / 3.0).abs() < 1e-5,
+        "{}",
+        s.duration
+    );
+    // Clipped: machine 0 counts 0.5 of 0.5, machine 1 nothing: mean CPU 0.5 (unclipped: 0.6).
+    assert!(
+        (o.series.mean_cpu[0] - 0.5).abs() < 1e-6,
+        "{}",
+        o.series.mean_cpu[0]
+    );
+    // Gini of [0.5, 0]: 0.5. Overcommit: Σ max(0, load − cap) / cap = 0.1 / 0.5.
+    assert!((o.series.gini[0] - 0.5).abs() < 1e-6);
+    assert!((o.series.overcommit[0] - 0.2).abs() < 1e-6);
+    assert!(
+        (s.overcommit - 10.0 * 0.2 / 101.0).abs() < 1e-6,
+        "{}",
+        s.overcommit
+    );
+    // With every priority paying, the production task is late too.
+    let all = sim(
+        &r,
+        &u,
+        &Config {
+            penalty_max_priority: 11,
+            ..thesis(2)
+        },
+        "no_migration",
+    )
+    .summary;
+    assert!(all.duration > s.duration);
+}
+
+#[test]
+fn round_robin_placement_deals_tasks_over_cells() {
+    // 8 machines in 2 cells; 9 migratable tasks submitted together: 5 go to the first cell,
+    // 4 to the second, whatever the seed. A recording planner sees each cell's tasks.
+    struct Count(Vec<usize>);
+    impl Planner for Count {
+        fn name(&self) -> String {
+            "count".into()
+        }
+        fn plan(&mut self, cell: &Cell, _: &Limits, _: &mut Rng, _: u64) -> Vec<Move> {
+            self.0.push(cell.nodes.iter().map(|n| n.tasks.len()).sum());
+            Vec::new()
+        }
+    }
+    let list: Vec<Run> = (0..9).map(|j| run(j, 0, 100, 0.01, 0)).collect();
+    let rows: Vec<(u64, f32, f32, f32)> = (0..9).map(|j| (j, 0.01, 0.01, 0.0)).collect();
+    let (r, u) = (runs(list, 1), usage(&rows));
+    for seed in 1..6 {
+        let c = Config {
+            machines: 8,
+            placement: Placement::Cells,
+            seed,
+            ..thesis(8)
+        };
+        let mut p = Count(Vec::new());
+        simulate(&select(&r, &u, &c), &u, &c, &mut p, &mut |_, _| true).unwrap();
+        assert_eq!(p.0, vec![5, 4], "seed {seed}");
+    }
+}
+
+#[test]
+fn the_replay_ends_at_the_last_submission_unless_asked() {
+    // A 1,000 s task submitted at 0 and a 10 s task at 100 s.
+    let r = runs(vec![run(1, 0, 1000, 0.1, 0), run(2, 100, 10, 0.1, 0)], 1);
+    let u = usage(&[(1, 0.1, 0.1, 0.0), (2, 0.1, 0.1, 0.0)]);
+    let at = |until: Until| {
+        let s = sim(&r, &u, &Config { until, ..thesis(1) }, "no_migration").summary;
+        (s.steps, s.completed)
+    };
+    assert_eq!(at(Until::LastSubmit), (101, 0));
+    assert_eq!(at(Until::TraceEnd), (1001, 2));
+    assert_eq!(at(Until::Drain), (1000, 2), "stops once nothing runs");
 }

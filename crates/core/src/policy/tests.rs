@@ -1,4 +1,5 @@
 use super::*;
+use crate::MigratableCpu;
 use crate::{Node, Rng, TaskId};
 use proptest::prelude::*;
 
@@ -29,6 +30,18 @@ fn node(other: f64, tasks: Vec<Task>) -> Node {
     Node {
         load: tasks.iter().map(|t| t.cpu_usage).sum(),
         tasks,
+    }
+}
+
+/// The thesis's limits without its sender trigger and `is_useful_migrate` bounds, so a test can
+/// look at one rule at a time.
+fn open() -> Limits {
+    Limits {
+        send_over_warning: false,
+        min_profit: 0.0,
+        max_profit: f64::INFINITY,
+        max_profit_share: None,
+        ..Limits::default()
     }
 }
 
@@ -74,7 +87,7 @@ fn coarse_sends_every_migratable_task_to_the_least_loaded_node() {
             ),
         ],
     };
-    let moves = plan("coarse", &cell, &Limits::default());
+    let moves = plan("coarse", &cell, &open());
     assert_eq!(
         moved(&moves),
         vec![(1, 0, 1), (2, 2, 1), (3, 2, 1), (4, 3, 1)]
@@ -94,7 +107,7 @@ fn coarse_skips_a_source_whose_tasks_would_cross_the_warning_line() {
     };
     let limits = Limits {
         warning_threshold: 0.5,
-        ..Limits::default()
+        ..open()
     };
     assert_eq!(
         moved(&plan("coarse", &cell, &limits)),
@@ -140,7 +153,7 @@ fn fine_fills_the_least_loaded_node_then_the_second() {
             node(0.47, vec![be(5, 0.01)]),
         ],
     };
-    let moves = plan("fine:cpu_usage", &cell, &Limits::default());
+    let moves = plan("fine:cpu_usage", &cell, &open());
     // Node 1 (0.45) takes tasks 1, 2 (→ 0.49); task 3 would make 0.51 > 0.5, so it goes to
     // node 0 (0.46 → 0.48), then task 4 (→ 0.50). Node 3's task then fits nowhere.
     assert_eq!(
@@ -165,7 +178,7 @@ fn fine_never_lifts_a_receiver_above_the_source() {
         ],
     };
     assert_eq!(
-        moved(&plan("fine:cpu_usage", &cell, &Limits::default())),
+        moved(&plan("fine:cpu_usage", &cell, &open())),
         vec![(1, 1, 0)]
     );
 }
@@ -175,8 +188,8 @@ fn sorted_orders_follow_the_thesis_knapsack_example() {
     // Free capacity 1.0; candidates 0.6, 0.45, 0.43 (thesis §4.3.2). Two nodes: one receiver.
     let limits = Limits {
         warning_threshold: 1.0,
-        migratable_max_cpu_below: 1.0,
-        ..Limits::default()
+        migratable_cpu_below: 1.0,
+        ..open()
     };
     let cell = Cell {
         nodes: vec![
@@ -210,7 +223,7 @@ fn sorted_orders_follow_the_thesis_knapsack_example() {
 fn each_sort_key_decides_which_task_goes_first() {
     let limits = Limits {
         warning_threshold: 0.51,
-        ..Limits::default()
+        ..open()
     };
     // Only one of the two tasks fits; the key decides which.
     let a = Task {
@@ -243,13 +256,13 @@ fn min_profit_and_max_moves_hold_back_moves() {
     };
     let stingy = Limits {
         min_profit: 0.05,
-        ..Limits::default()
+        ..open()
     };
     assert!(plan("coarse", &cell, &stingy).is_empty());
     assert!(plan("fine:cpu_usage", &cell, &stingy).is_empty());
     let one = Limits {
         max_moves: 1,
-        ..Limits::default()
+        ..open()
     };
     assert!(
         plan("coarse", &cell, &one).is_empty(),
@@ -258,7 +271,7 @@ fn min_profit_and_max_moves_hold_back_moves() {
     assert!(plan("fine:cpu_usage", &cell, &one).is_empty());
     let two = Limits {
         max_moves: 2,
-        ..Limits::default()
+        ..open()
     };
     assert_eq!(plan("fine:cpu_usage", &cell, &two).len(), 2);
 }
@@ -343,6 +356,7 @@ proptest! {
     #[test]
     fn policies_keep_every_invariant(cell in arb_cell(), seed in any::<u64>(), wt in 0.2..0.8f64) {
         let limits = Limits { warning_threshold: wt, ..Limits::default() };
+        let limits = if seed % 2 == 0 { limits } else { Limits { warning_threshold: wt, ..open() } };
         for name in THESIS_POLICIES.iter().chain(&["random:1"]) {
             let moves = Policy::parse(name).unwrap().plan(&cell, &limits, &mut Rng::new(seed), 0);
             let mut seen = std::collections::HashSet::new();
@@ -388,7 +402,7 @@ fn fine_cap_at_source_load_can_be_turned_off() {
     };
     let thesis = Limits {
         warning_threshold: 1.0,
-        ..Limits::default()
+        ..open()
     };
     assert!(plan("fine", &cell, &thesis).is_empty());
     let agent = Limits {
@@ -396,4 +410,127 @@ fn fine_cap_at_source_load_can_be_turned_off() {
         ..thesis
     };
     assert_eq!(moved(&plan("fine", &cell, &agent)), vec![(1, 0, 1)]);
+}
+
+#[test]
+fn only_a_node_at_or_above_the_warning_line_sends() {
+    // Sources at 0.49 and 0.50 (the line): only the second gives its tasks away, in coarse and
+    // in fine alike.
+    let cell = Cell {
+        nodes: vec![
+            node(0.10, vec![]),
+            node(0.20, vec![]),
+            node(0.47, vec![be(1, 0.02)]),
+            node(0.475, vec![be(2, 0.025)]),
+        ],
+    };
+    let limits = Limits {
+        migratable_cpu_below: 1.0,
+        ..Limits::default()
+    };
+    assert_eq!(moved(&plan("coarse", &cell, &limits)), vec![(2, 3, 0)]);
+    assert_eq!(
+        moved(&plan("fine:cpu_usage", &cell, &limits)),
+        vec![(2, 3, 0)]
+    );
+    let anyone = Limits {
+        send_over_warning: false,
+        ..limits
+    };
+    assert_eq!(
+        moved(&plan("coarse", &cell, &anyone)),
+        vec![(1, 2, 0), (2, 3, 0)]
+    );
+}
+
+#[test]
+fn coarse_never_lifts_its_receiver_above_the_sender() {
+    // Receiver at 0.44, sender at 0.50 with 0.05 of migratable work: 0.49 ≤ 0.50, it moves.
+    // With 0.07 the receiver would end at 0.51 > min(0.5, 0.5): nothing moves. With the cap
+    // turned off (the node agent) only the warning line holds, which 0.51 also crosses; at a
+    // warning line of 0.6 the uncapped move goes through while the capped one still does not.
+    let cell = |work: f64| Cell {
+        nodes: vec![
+            node(0.44, vec![]),
+            node(0.50 - work, vec![be(1, work / 2.0), be(2, work / 2.0)]),
+        ],
+    };
+    let limits = Limits {
+        migratable_cpu_below: 1.0,
+        ..Limits::default()
+    };
+    assert_eq!(moved(&plan("coarse", &cell(0.05), &limits)).len(), 2);
+    assert!(plan("coarse", &cell(0.07), &limits).is_empty());
+    let higher = Limits {
+        warning_threshold: 0.6,
+        send_over_warning: false,
+        ..limits
+    };
+    assert!(plan("coarse", &cell(0.07), &higher).is_empty());
+    let uncapped = Limits {
+        cap_at_source_load: false,
+        ..higher
+    };
+    assert_eq!(moved(&plan("coarse", &cell(0.07), &uncapped)).len(), 2);
+}
+
+#[test]
+fn is_useful_migrate_bounds_the_moved_cpu() {
+    let l = Limits::default();
+    assert!(!l.is_useful(0.0199, 0.6), "below min_profit 0.02");
+    assert!(l.is_useful(0.02, 0.6), "at min_profit: moves (≥)");
+    assert!(l.is_useful(0.48, 0.6), "exactly 0.8 of the sender's load");
+    assert!(
+        !l.is_useful(0.49, 0.6),
+        "more than 0.8 of the sender's load"
+    );
+    assert!(
+        l.is_useful(0.5, 1.0) && !l.is_useful(0.51, 1.0),
+        "max_profit 0.5"
+    );
+    // In a plan: a sender at 0.5 whose migratable tasks sum to 0.015 moves nothing in either
+    // policy; with 0.03 it does.
+    let cell = |each: f64| Cell {
+        nodes: vec![
+            node(0.1, vec![]),
+            node(0.3, vec![]),
+            node(
+                0.5 - 3.0 * each,
+                vec![be(1, each), be(2, each), be(3, each)],
+            ),
+        ],
+    };
+    for p in ["coarse", "fine:cpu_usage"] {
+        assert!(plan(p, &cell(0.005), &l).is_empty(), "{p}");
+        assert_eq!(plan(p, &cell(0.01), &l).len(), 3, "{p}");
+    }
+}
+
+#[test]
+fn the_codes_migratable_rule_is_an_option() {
+    // The text: priority < 2 and peak CPU < 0.025. simulator.py: priority ≤ 2 and request < 0.025.
+    let text = Limits::default();
+    let code = Limits {
+        migratable_priority_below: 3,
+        migratable_cpu: MigratableCpu::Request,
+        ..text
+    };
+    let busy_small_request = Task {
+        cpu_request: 0.02,
+        max_cpu: 0.04,
+        ..be(1, 0.01)
+    };
+    let calm_big_request = Task {
+        cpu_request: 0.03,
+        max_cpu: 0.01,
+        ..be(2, 0.01)
+    };
+    let priority_2 = Task {
+        priority: 2,
+        cpu_request: 0.01,
+        ..be(3, 0.01)
+    };
+    assert!(!text.is_migratable(&busy_small_request) && code.is_migratable(&busy_small_request));
+    assert!(text.is_migratable(&calm_big_request) && !code.is_migratable(&calm_big_request));
+    assert!(!text.is_migratable(&priority_2) && code.is_migratable(&priority_2));
 }
