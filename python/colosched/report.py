@@ -257,6 +257,8 @@ def _best(agg: pl.DataFrame, metric: str, fmt: str, lowest: bool) -> str:
     if rows.height == 0:
         return "–"
     row = rows.sort(metric, descending=not lowest).row(0, named=True)
+    if rows.height > 1 and rows[metric].n_unique() == 1:
+        return f"all policies equal ({format(row[metric], fmt)})"
     return f"{row['policy']} ({format(row[metric], fmt)})"
 
 

@@ -253,3 +253,13 @@ def test_page_is_simple_self_contained_html5(report_module, report_inputs, tmp_p
         u.startswith("data:image/png;base64,") or re.fullmatch(r"fig5-\d\.png", u) for u in checker.urls
     )
     assert "a&lt;b &amp; c&gt;d" in page  # meta is escaped
+
+
+def test_captions_say_when_every_policy_is_equal(report_module, report_inputs, tmp_path):
+    # As under the thesis profile on 800 machines: nothing moves, every metric ties.
+    summary, timeseries, _, _ = report_inputs
+    tied = summary.with_columns(pl.lit(0.1).alias("mean_cpu"), pl.lit(0.3).alias("gini"))
+    page = report_module.write_report(tmp_path, tied, timeseries).read_text()
+    assert "highest mean CPU: all policies equal (0.100)" in page
+    assert "lowest Gini: all policies equal (0.300)" in page
+    assert "lowest overcommit: all policies equal" not in page, "overcommit still differs"

@@ -152,6 +152,13 @@ fn int<T: TryFrom<i64>>(key: &str, value: &Param) -> Result<T, String> {
     }
 }
 
+fn boolean(key: &str, value: &Param) -> Result<bool, String> {
+    match value {
+        Param::Bool(b) => Ok(*b),
+        other => Err(format!("{key}: expected true or false, got {other:?}")),
+    }
+}
+
 fn optional_float(key: &str, value: &Param) -> Result<Option<f64>, String> {
     match value {
         Param::None => Ok(None),
@@ -212,12 +219,7 @@ impl Config {
             "usage_span_s" => self.usage_span_s = int(key, value)?,
             "until" => self.until = choose(key, value, &UNTIL)?,
             "warning_threshold" => l.warning_threshold = float(key, value)?,
-            "send_over_warning" => {
-                l.send_over_warning = match value {
-                    Param::Bool(b) => *b,
-                    other => return Err(format!("{key}: expected true or false, got {other:?}")),
-                }
-            }
+            "send_over_warning" => l.send_over_warning = boolean(key, value)?,
             "migratable_priority_below" => l.migratable_priority_below = int(key, value)?,
             "migratable_cpu" => l.migratable_cpu = choose(key, value, &MIGRATABLE_CPU)?,
             "migratable_cpu_below" => l.migratable_cpu_below = float(key, value)?,
@@ -230,21 +232,11 @@ impl Config {
                     other => int(key, other)?,
                 }
             }
-            "cap_at_source_load" => {
-                l.cap_at_source_load = match value {
-                    Param::Bool(b) => *b,
-                    other => return Err(format!("{key}: expected true or false, got {other:?}")),
-                }
-            }
+            "cap_at_source_load" => l.cap_at_source_load = boolean(key, value)?,
             "machine_mem_gib" => self.machine_mem_gib = float(key, value)?,
             "bandwidth_mbit_s" => self.bandwidth_mbit_s = optional_float(key, value)?,
             "seed" => self.seed = int::<i64>(key, value)? as u64,
-            "keep_series" => {
-                self.keep_series = match value {
-                    Param::Bool(b) => *b,
-                    other => return Err(format!("{key}: expected true or false, got {other:?}")),
-                }
-            }
+            "keep_series" => self.keep_series = boolean(key, value)?,
             other => {
                 return Err(format!(
                     "unknown simulator parameter {other:?}; known: {}",
