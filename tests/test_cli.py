@@ -235,9 +235,30 @@ def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
     for flag, value, needle in [
         ("--overload-penalty", "lots", "overload_penalty"),
         ("--capacity", "0", "capacity: must be positive"),
+        ("--migratable", "paper", "expected text or code"),
+        ("--profile", "paper", "invalid choice: 'paper'"),
     ]:
         r = colosched(
             "sim", "cluster", "--trace", str(tmp_path / "nowhere"), flag, value, cache=tmp_path / "c"
         )
         assert r.returncode == 2 and needle in r.stderr, r.stderr
         assert "nowhere" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--help"], "sim"),
+        (["sim", "cluster", "--help"], "--profile"),
+        (["sweep", "cluster", "--help"], "--profile"),
+        (["agent", "--help"], "colosched-agent run"),
+        (["agent", "run", "--help"], "colosched-agent run"),
+        (["agent", "restore", "-h"], "colosched-agent restore"),
+        (["memwatch", "--help"], "--cgroup PATH"),
+        (["agent", "memwatch", "--help"], "--cgroup PATH"),
+    ],
+)
+def test_every_command_answers_help_with_exit_0(tmp_path, args, needle):
+    r = colosched(*args, cache=tmp_path / "cache")
+    assert r.returncode == 0, r.stderr
+    assert needle in r.stdout and not r.stderr

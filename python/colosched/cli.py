@@ -51,14 +51,13 @@ def _defaults_help(key: str) -> str:
 
 
 def migratable(text: str) -> dict[str, Any]:
-    """--migratable text|code: the thesis text's rule or its simulator.py's."""
-    rules = {
-        "text": {"migratable_priority_below": 2, "migratable_cpu": "max_cpu"},
-        "code": {"migratable_priority_below": 3, "migratable_cpu": "request"},
-    }
-    if text not in rules:
-        raise argparse.ArgumentTypeError(f"expected text or code, got {text}")
-    return rules[text]
+    """--migratable text|code: the thesis text's rule (the default) or its simulator.py's."""
+    keys = ("migratable_priority_below", "migratable_cpu")
+    if text == "text":
+        return {k: cluster.defaults()[k] for k in keys}
+    if text == "code":
+        return dict(zip(keys, (3, "request")))
+    raise argparse.ArgumentTypeError(f"expected text or code, got {text}")
 
 
 # Simulator parameters on the command line: (flag, parameter, argparse options). Their defaults

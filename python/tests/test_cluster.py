@@ -138,6 +138,10 @@ def test_bad_parameters_are_refused(sample):
         cluster.run(sample, "coarse", cell_size=0)
     with pytest.raises(ValueError, match="overload_penalty"):
         cluster.run(sample, "coarse", overload_penalty="lots")
+    with pytest.raises(ValueError, match=r"parameter value \[1, 2\] is not a number"):
+        cluster.run(sample, "coarse", capacity=[1, 2])
+    with pytest.raises(ValueError, match="send_over_warning: expected true or false"):
+        cluster.run(sample, "coarse", send_over_warning="yes")
     for key in ("admission", "runs", "placement", "queue", "until"):
         with pytest.raises(ValueError, match=f'{key}: "bogus" is not one of'):
             cluster.run(sample, "coarse", **{key: "bogus"})

@@ -56,6 +56,8 @@ struct Args {
     dry_run: bool,
     once: bool,
     json: bool,
+    /// `-h` / `--help`: print the usage and exit 0.
+    help: bool,
 }
 
 fn parse_args(args: &[String]) -> Result<Args, Failure> {
@@ -78,7 +80,10 @@ fn parse_args(args: &[String]) -> Result<Args, Failure> {
             "--dry-run" => a.dry_run = true,
             "--once" => a.once = true,
             "--json" => a.json = true,
-            "-h" | "--help" => return Err(Failure::Usage(USAGE.into())),
+            "-h" | "--help" => {
+                a.help = true;
+                return Ok(a);
+            }
             other => {
                 return Err(Failure::Usage(format!(
                     "unknown argument {other:?}\n{USAGE}"
@@ -148,7 +153,15 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
         // Its own flags and exit codes (docs/memwatch.md).
         return Ok(crate::memwatch::cli::main(rest));
     }
+    if matches!(cmd.as_str(), "-h" | "--help" | "help") {
+        println!("{USAGE}");
+        return Ok(0);
+    }
     let a = parse_args(rest)?;
+    if a.help {
+        println!("{USAGE}");
+        return Ok(0);
+    }
     match cmd.as_str() {
         "check-config" => {
             let c = load_config(&a)?;

@@ -95,7 +95,6 @@ struct Sim<'a> {
     mem_bytes: f64,
     migrated_bytes: f64,
     duration_total: f64,
-    durations: u64,
 }
 
 /// Refreshes a task's usage for the window holding `t` and its admission load.
@@ -150,16 +149,11 @@ pub fn simulate(
         mem_bytes: cfg.machine_mem_gib * (1u64 << 30) as f64,
         migrated_bytes: 0.0,
         duration_total: 0.0,
-        durations: 0,
     };
     let mut place_rng = Rng::new(cfg.seed);
     let mut policy_rng = Rng::new(cfg.seed ^ 0x5EED_0F90_11C7);
     let step = cfg.step_s;
-    let end = match cfg.until {
-        Until::LastSubmit | Until::Drain => selection.last_submit(),
-        Until::TraceEnd => selection.trace_end.max(selection.last_submit()),
-    };
-    let planned = u64::from(end / step) + 1;
+    let planned = selection.steps(cfg);
     let limit = planned + u64::from(DRAIN_LIMIT_S / step);
     let runs = &selection.runs;
     let mut next_run = 0;
@@ -469,13 +463,12 @@ impl Sim<'_> {
             while i < m.running.len() {
                 let task = &mut m.running[i];
                 task.remaining -= step;
-                if task.run.priority <= self.cfg.penalty_max_priority {
+                if lost > 0.0 && task.run.priority <= self.cfg.penalty_max_priority {
                     task.remaining += lost;
                     task.penalty += lost;
                 }
                 if task.remaining <= 0.0 {
                     self.duration_total += task.duration();
-                    self.durations += 1;
                     self.sum.completed += 1;
                     m.running.swap_remove(i);
                     freed = true;
@@ -522,17 +515,13 @@ impl Sim<'_> {
         s.gini /= n;
         s.overcommit /= n;
         // Tasks still running count with the penalties they have had so far.
-        for task in self.machines.iter().flat_map(|m| &m.running) {
-            if task.remaining.is_finite() {
-                self.duration_total += task.duration();
-                self.durations += 1;
-            }
+        let running = self.machines.iter().flat_map(|m| &m.running);
+        let (mut total, mut count) = (self.duration_total, s.completed);
+        for task in running.filter(|t| t.remaining.is_finite()) {
+            total += task.duration();
+            count += 1;
         }
-        s.duration = if self.durations > 0 {
-            self.duration_total / self.durations as f64
-        } else {
-            0.0
-        };
+        s.duration = if count > 0 { total / count as f64 } else { 0.0 };
         let seconds = n * f64::from(self.cfg.step_s);
         s.net_mbit_s = self.migrated_bytes * 8.0 / 1e6 / seconds;
         s.net_kbit_s_per_machine =

@@ -7,7 +7,7 @@ use colosched_trace::events::FINISH;
 use colosched_trace::usage::UsageSource;
 use colosched_trace::{Run, Runs, END_NONE, NEVER};
 
-use crate::{Config, Replay};
+use crate::{Config, Replay, Until};
 
 /// The runs to replay, and what the trace had besides.
 #[derive(Clone, Debug, Default)]
@@ -27,6 +27,15 @@ impl Selection {
     pub fn last_submit(&self) -> u32 {
         self.runs.last().map_or(0, |r| r.submit)
     }
+
+    /// Steps a replay of this selection under `cfg` runs (a drain may add more).
+    pub fn steps(&self, cfg: &Config) -> u64 {
+        let end = match cfg.until {
+            Until::LastSubmit | Until::Drain => self.last_submit(),
+            Until::TraceEnd => self.trace_end.max(self.last_submit()),
+        };
+        u64::from(end / cfg.step_s) + 1
+    }
 }
 
 /// Picks the runs `cfg.replay` asks for:
@@ -39,28 +48,30 @@ impl Selection {
 pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
     let keep: Vec<Run> = match cfg.replay {
         Replay::Thesis => {
-            let mut last: HashMap<(u64, u32), usize> = HashMap::with_capacity(runs.runs.len());
-            for (i, r) in runs.runs.iter().enumerate() {
-                last.insert((r.job, r.index), i);
-            }
             let start = runs.runs.first().map_or(0, |r| r.submit);
             let span_end = start.saturating_add(cfg.usage_span_s);
             let has_usage = |r: &Run| match &usage.real {
                 Some(real) => real.has_task(r.job, r.index),
                 None => r.schedule < span_end,
             };
-            runs.runs
-                .iter()
-                .enumerate()
-                .filter(|&(i, r)| {
-                    last[&(r.job, r.index)] == i
-                        && r.submitted_in_trace
-                        && r.schedule != NEVER
-                        && r.end_kind == FINISH
-                        && has_usage(r)
-                })
-                .map(|(_, r)| *r)
-                .collect()
+            // Candidates: submitted, scheduled, finished, with usage; a task keeps its candidate
+            // only if no later run of it follows (runs are in submit order). A map of the few
+            // candidates, not of every run, keeps this cheap.
+            let mut last: HashMap<(u64, u32), Option<usize>> = HashMap::new();
+            for (i, r) in runs.runs.iter().enumerate() {
+                let candidate = r.submitted_in_trace
+                    && r.schedule != NEVER
+                    && r.end_kind == FINISH
+                    && has_usage(r);
+                if candidate {
+                    last.insert((r.job, r.index), Some(i));
+                } else if let Some(slot) = last.get_mut(&(r.job, r.index)) {
+                    *slot = None;
+                }
+            }
+            let mut keep: Vec<usize> = last.into_values().flatten().collect();
+            keep.sort_unstable();
+            keep.into_iter().map(|i| runs.runs[i]).collect()
         }
         Replay::Ended => runs
             .runs

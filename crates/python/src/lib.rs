@@ -9,7 +9,7 @@ use std::time::Duration;
 use colosched_agent::memwatch::{
     BackendChoice, MemoryThresholdWatcher, StopHandle, Threshold, WatchOptions,
 };
-use colosched_cluster::{select, simulate, Config, Outcome, Param, Profile, Until};
+use colosched_cluster::{select, simulate, Config, Outcome, Param, Profile};
 use colosched_core::{Cell, Limits, Move, Planner, Policy, Rng};
 use colosched_trace::usage::{TaskUsage, UsageModel, UsageSource};
 use colosched_trace::{IngestOptions, Runs, TraceError, TraceRoot};
@@ -330,11 +330,7 @@ fn simulate_jobs<'py>(
         }
     }
     let jobs = builtin.len() + custom.len();
-    let end = match base.until {
-        Until::TraceEnd => selection.trace_end.max(selection.last_submit()),
-        Until::LastSubmit | Until::Drain => selection.last_submit(),
-    };
-    let steps_each = u64::from(end / base.step_s) + 1;
+    let steps_each = selection.steps(&base);
     let total = steps_each * jobs as u64;
     let done = AtomicU64::new(0);
     let report = |py: Python<'_>| -> PyResult<()> {

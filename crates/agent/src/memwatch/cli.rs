@@ -31,6 +31,8 @@ struct Args {
     signal: Option<i32>,
     pids: Vec<i32>,
     json: bool,
+    /// `-h` / `--help`: print the usage and exit 0.
+    help: bool,
 }
 
 fn parse_signal(s: &str) -> Result<i32, String> {
@@ -62,6 +64,7 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
         signal: None,
         pids: Vec::new(),
         json: false,
+        help: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -118,7 +121,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 a.pids.push(pid);
             }
             "--json" => a.json = true,
-            "-h" | "--help" => return Err(USAGE.into()),
+            "-h" | "--help" => {
+                a.help = true;
+                return Ok(a);
+            }
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
@@ -134,6 +140,10 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
 /// Entry point: returns the exit code.
 pub fn main(args: &[String]) -> i32 {
     let a = match parse_args(args) {
+        Ok(a) if a.help => {
+            println!("{USAGE}");
+            return 0;
+        }
         Ok(a) => a,
         Err(msg) => return fail(&msg, 2),
     };
