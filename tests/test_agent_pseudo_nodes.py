@@ -464,8 +464,10 @@ def test_cpuset_mode_writes_the_be_cgroups_cpuset_and_restores_it(tmp_path, agen
         err = tmp_path / "agent.err"
         agent = subprocess.Popen([str(agent_bin), "run", "--config", str(config)], stderr=open(err, "w"))  # noqa: SIM115
         procs.append(agent)
+        # Wait for the agent's "moved" line, logged after its cpuset.cpus write returned: the
+        # kernel shows the new cpuset.cpus before it has updated every task within that write.
         deadline = time.monotonic() + 2 * INTERVAL + 0.3
-        while (cpuset / "cpuset.cpus").read_text().strip() != "1" and time.monotonic() < deadline:
+        while "→ moved" not in err.read_text() and time.monotonic() < deadline:
             time.sleep(0.02)
         assert (cpuset / "cpuset.cpus").read_text().strip() == "1", err.read_text()
         assert "cpuacct.usage_percpu" in err.read_text(), "the cpuacct twin is used"
