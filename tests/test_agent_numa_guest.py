@@ -99,10 +99,10 @@ def agent_binary() -> Path:
             text=True,
             timeout=AGENT_BUILD_TIMEOUT_S,
         )
-        if r.returncode != 0 or not guest.AGENT_BIN.exists():
-            reason = f"{guest.AGENT_BIN} is missing and `make agent-static` failed: {r.stderr.strip()[-500:]}"
-            print(f"SKIP: {reason}")
-            pytest.skip(reason)
+        # A build that fails is a failure of this project, never a reason to skip.
+        assert r.returncode == 0 and guest.AGENT_BIN.exists(), (
+            f"{guest.AGENT_BIN} is missing and `make agent-static` failed: {r.stderr.strip()[-2000:]}"
+        )
     assert guest.is_static_elf(guest.AGENT_BIN), f"{guest.AGENT_BIN} is not statically linked"
     return guest.AGENT_BIN
 
@@ -309,3 +309,31 @@ def test_migrate_memory_moves_a_be_tasks_pages_to_its_new_node(e2e):
         f"pages did not arrive on node {target}: {before} -> {after}"
     )
     assert r["agent_rc"] == "0" and cpus(r["restored_mask"]) == nodes[2], e2e.why("mask not restored")
+
+
+def test_cpu_hotplug_no_move_onto_an_offline_node_and_restore_keeps_offline_cpus(e2e):
+    """A node whose CPU went offline (after the agent started) reads load 0 in /proc/stat: it must
+    never be the target. Originals keep the offline CPU (the kernel's Cpus_allowed_list, not
+    sched_getaffinity), and a task that could run everywhere before can run everywhere after:
+    SIGKILL + `restore` while the CPU is offline, then `restore` once it is back."""
+    hp = e2e.one("hotplug")
+    print("E2E hotplug " + " ".join(f"{k}={v}" for k, v in hp.items()))
+    nodes = node_map(e2e)
+    all_cpus = cpus(e2e.one("machine")["all_cpus"])
+    offline = int(hp["offline_cpu"])
+    assert offline not in cpus(hp["online"]), e2e.why("the guest did not take the CPU offline")
+    new = cpus(hp["new_mask"])
+    assert new and not new & nodes[2], e2e.why("the BE hog started after the hotplug did not leave node 2")
+    assert offline not in new, e2e.why(f"moved onto the offline CPU {offline}")
+    agent_log = e2e.blocks.get("agent-hp", "")
+    assert "einval" not in agent_log, e2e.why("a move the kernel refused")
+    assert hp["restore_rc"] == "0" and hp["restore2_rc"] == "0", e2e.why("restore failed")
+    restored = cpus(hp["restored_while_offline"])
+    if restored != all_cpus:
+        # This kernel (6.1) drops offline CPUs from the masks it is given: the originals must then
+        # wait in the state file, and the restore after the CPU is back must finish the job.
+        assert restored == all_cpus - {offline}, e2e.why("restore while offline")
+        assert hp["state_kept"] == "yes", e2e.why("an original the kernel narrowed was forgotten")
+        assert "want CPUs that are offline" in e2e.blocks["restore-hp"], e2e.why("restore did not say so")
+    assert hp["restored"] == "yes", e2e.why("masks after the CPU came back are not the originals")
+    assert hp["state_left"] == "no", e2e.why("a state file left after everything was restored")

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use crate::procfs::Procfs;
 use crate::select::BeTask;
-use crate::state::{SavedTask, State};
+use crate::state::{boot_ticks, SavedTask, State};
 use crate::topology::format_cpulist;
 
 pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
@@ -140,6 +140,17 @@ pub struct FileWrite {
     pub content: String,
 }
 
+/// What `pin` did: threads whose mask was set, and the processes with at least one of them.
+#[derive(Debug, Default)]
+pub struct Pinned {
+    pub threads: usize,
+    pub pids: HashSet<i32>,
+}
+
+/// The state is checked for dead threads once it holds this many, and then again at twice
+/// what was left.
+const FORGET_AT_LEAST: usize = 256;
+
 /// Applies moves and file writes, recording originals first. In dry-run it records nothing and
 /// changes nothing.
 pub struct Actuator {
@@ -148,6 +159,12 @@ pub struct Actuator {
     pub state_path: PathBuf,
     pub dry_run: bool,
     pub errors: ErrorCounts,
+    /// Some CPU is offline: originals are read from `Cpus_allowed_list` (which keeps offline
+    /// CPUs) instead of `sched_getaffinity` (which leaves them out). Set by the daemon.
+    pub cpus_offline: bool,
+    /// When the state holds this many threads, the dead ones are forgotten.
+    forget_at: usize,
+    hz: f64,
     /// The threads each process had when it was last pinned, by (pid, start time): pinned again
     /// with as many threads, all still its own, it is not listed again (listing
     /// /proc/<pid>/task of 1,000 processes was a sixth of a move's CPU).
@@ -162,13 +179,16 @@ impl Actuator {
             state_path,
             dry_run,
             errors: ErrorCounts::default(),
+            cpus_offline: false,
+            forget_at: FORGET_AT_LEAST,
+            hz: crate::procfs::clock_ticks(),
             threads: HashMap::new(),
         }
     }
 
-    /// Pins every thread of each task to its CPU list. The originals of threads not seen before
-    /// go to the state file first; if it cannot be written nothing is changed and the error is
-    /// returned. Returns the number of threads whose mask was set.
+    /// Pins every BE thread of each task to its CPU list (all its threads, or those `threads`
+    /// names). The originals of threads not seen before go to the state file first; if it
+    /// cannot be written nothing is changed and the error is returned.
     ///
     /// `thread_lists`: the BE cgroups' thread lists (`tasks`, `cgroup.threads`) when `moves`
     /// holds every process in them; else empty.
@@ -176,10 +196,12 @@ impl Actuator {
         &mut self,
         moves: &[(&BeTask, &[usize])],
         thread_lists: &[PathBuf],
-    ) -> Result<usize, String> {
+    ) -> Result<Pinned, String> {
+        let mut done = Pinned::default();
         if self.dry_run || moves.is_empty() {
-            return Ok(0);
+            return Ok(done);
         }
+        let changed_at = boot_ticks(self.hz);
         // A thread created while a pass runs, by a thread not yet pinned, inherits the old mask:
         // later passes look for threads no earlier pass saw, until one finds none (at most 3).
         let mut seen = HashSet::new();
@@ -187,6 +209,7 @@ impl Actuator {
             .iter()
             .map(|&(t, cpus)| {
                 let tids = match self.threads.get(&(t.pid, t.starttime)) {
+                    _ if t.threads.is_some() => t.threads.clone().unwrap_or_default(),
                     _ if t.num_threads == 1 => vec![t.pid],
                     Some(k)
                         if k.len() as u64 == t.num_threads
@@ -199,9 +222,8 @@ impl Actuator {
                 (t, cpus, tids)
             })
             .collect();
-        let mut total = 0;
         for pass in 0..3 {
-            let set = self.pin_pass(&batch, &mut seen)?;
+            let set = self.pin_pass(&batch, &mut seen, changed_at, &mut done.pids)?;
             // The first pass had every thread; later ones only those born meanwhile.
             for (t, _, tids) in &batch {
                 let known = self.threads.entry((t.pid, t.starttime)).or_default();
@@ -210,13 +232,13 @@ impl Actuator {
                 }
                 known.extend(tids);
             }
-            total += set;
+            done.threads += set;
             if set == 0 {
                 break;
             }
             batch = self.born_since(moves, &seen, thread_lists);
         }
-        Ok(total)
+        Ok(done)
     }
 
     /// Drops the kept thread lists of processes `alive` says are gone.
@@ -233,8 +255,10 @@ impl Actuator {
         thread_lists: &[PathBuf],
     ) -> Vec<Batch<'a>> {
         if thread_lists.is_empty() {
+            // Processes only partly BE (`threads`) have no other threads to follow.
             return moves
                 .iter()
+                .filter(|(t, _)| t.threads.is_none())
                 .map(|&(t, cpus)| {
                     let tids = self.procfs.tids(t.pid);
                     (
@@ -264,36 +288,67 @@ impl Actuator {
     }
 
     /// One pass. A thread whose original is already recorded is set without reading its mask
-    /// first (one syscall, not two).
-    fn pin_pass(&mut self, batch: &[Batch], seen: &mut HashSet<i32>) -> Result<usize, String> {
+    /// first (one syscall, not two). A thread already on its CPUs is left alone (not recorded).
+    fn pin_pass(
+        &mut self,
+        batch: &[Batch],
+        seen: &mut HashSet<i32>,
+        changed_at: u64,
+        pids: &mut HashSet<i32>,
+    ) -> Result<usize, String> {
         let mut plan = Vec::new();
         let mut recorded = false;
+        let mut buf = String::new();
         for (task, cpus, tids) in batch {
             let cpus: &[usize] = cpus;
             for &tid in tids {
                 if !seen.insert(tid) {
                     continue;
                 }
+                // Known: recorded for this process (pid and start time); the thread's own start
+                // time was read when it was recorded, and restore checks it.
                 let known = self
                     .state
                     .tasks
                     .get(&tid)
-                    .is_some_and(|s| (s.pid, s.starttime) == (task.pid, task.starttime));
+                    .is_some_and(|s| (s.pid, s.process_start) == (task.pid, task.starttime));
                 if !known {
                     let Ok(now) = get_affinity(tid) else { continue }; // gone
                     if now == cpus {
                         continue;
                     }
-                    let mask = self.state.original_for(task.pid, task.ppid, &now);
+                    let born = if tid == task.pid {
+                        Some(task.starttime)
+                    } else {
+                        let stat = self.procfs.task_stat(task.pid, tid, &mut buf);
+                        stat.map(|t| t.starttime)
+                    };
+                    let Some(born) = born else { continue }; // gone
+                    let inherited = if self.state.applied.contains(&format_cpulist(&now)) {
+                        let me = (task.pid, tid, task.ppid, born);
+                        self.state.inherited_from(&self.procfs, me)
+                    } else {
+                        None
+                    };
+                    let mask = match inherited {
+                        Some(from) => from.mask.clone(),
+                        None if self.cpus_offline => self
+                            .procfs
+                            .allowed(task.pid, tid)
+                            .map_or_else(|| format_cpulist(&now), |m| format_cpulist(&m)),
+                        None => format_cpulist(&now),
+                    };
                     let saved = SavedTask {
                         pid: task.pid,
-                        starttime: task.starttime,
+                        process_start: task.starttime,
+                        starttime: born,
                         mask,
+                        changed_at,
                     };
                     self.state.tasks.insert(tid, saved);
                     recorded = true;
                 }
-                plan.push((tid, cpus));
+                plan.push((tid, task.pid, cpus));
             }
             recorded |= self.state.applied.insert(format_cpulist(cpus));
         }
@@ -301,12 +356,19 @@ impl Actuator {
             return Ok(0);
         }
         if recorded {
+            if self.state.tasks.len() >= self.forget_at {
+                self.state.forget_dead(&self.procfs);
+                self.forget_at = (2 * self.state.tasks.len()).max(FORGET_AT_LEAST);
+            }
             self.state.save(&self.state_path)?;
         }
         let mut set = 0;
-        for (tid, cpus) in plan {
+        for (tid, pid, cpus) in plan {
             match set_affinity(tid, cpus) {
-                Ok(()) => set += 1,
+                Ok(()) => {
+                    set += 1;
+                    pids.insert(pid);
+                }
                 Err(e) => self
                     .errors
                     .count(&e, &format!("sched_setaffinity tid {tid}")),
@@ -357,10 +419,11 @@ impl Actuator {
         }
     }
 
-    /// Restores everything recorded and removes the state file.
-    pub fn restore_all(&mut self) -> Result<crate::state::Restored, String> {
-        let r = self.state.restore(&self.procfs);
-        remove_state(&self.state_path)?;
+    /// Restores everything recorded and removes the state file (keeping what must wait for
+    /// offline CPUs, see `Restored::settle`).
+    pub fn restore_all(&mut self, offline: &[usize]) -> Result<crate::state::Restored, String> {
+        let r = self.state.restore(&self.procfs, offline);
+        r.settle(&self.state_path)?;
         self.state = State::new();
         Ok(r)
     }

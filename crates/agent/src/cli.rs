@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::actuator::remove_state;
 use crate::config::{parse_policy, Config};
 use crate::daemon::Agent;
-use crate::state::State;
+use crate::state::{State, StateLock};
 
 const USAGE: &str = "usage:
   colosched-agent run          --config FILE [--be-cgroup PATH]... [--policy P] [--interval S]
@@ -164,8 +163,7 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
     }
     match cmd.as_str() {
         "check-config" => {
-            let c = load_config(&a)?;
-            let agent = Agent::new(c).map_err(|e| in_config(&a, e))?;
+            let agent = agent_for(&a, load_config(&a)?)?;
             println!(
                 "ok: {} node(s) from {} ({}), sensor {} ({}), threshold {}, policy {}",
                 agent.topo.nodes.len(),
@@ -192,7 +190,7 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             }
             let mut c = load_config(&a)?;
             c.decision_log = None;
-            let mut agent = Agent::new(c).map_err(|e| in_config(&a, e))?;
+            let mut agent = agent_for(&a, c)?;
             let cycle = agent.plan_once().map_err(Failure::Runtime)?;
             let out = agent.plan_json(&cycle);
             if a.json {
@@ -212,28 +210,24 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
                     ))
                 }
             };
+            // A live agent holds the lock: its state is its own to restore (SIGTERM it).
+            let _lock = StateLock::acquire(&path).map_err(Failure::Runtime)?;
             if !path.exists() {
                 println!("nothing to restore: {} does not exist", path.display());
                 return Ok(0);
             }
             let state = State::load(&path).map_err(Failure::Runtime)?;
-            let r = state.restore(&crate::procfs::Procfs::new("/proc"));
-            remove_state(&path).map_err(Failure::Runtime)?;
-            println!(
-                "restored {} thread(s), {} inherited, {} file(s); {} gone; {} error(s)",
-                r.tasks,
-                r.inherited,
-                r.files,
-                r.gone,
-                r.errors.total()
-            );
+            let offline = crate::topology::offline_cpus(std::path::Path::new("/sys"));
+            let r = state.restore(&crate::procfs::Procfs::new("/proc"), &offline);
+            r.settle(&path).map_err(Failure::Runtime)?;
+            println!("{}", r.summary());
             for msg in r.errors.last.values() {
                 log(msg);
             }
             Ok(0)
         }
         "run" => {
-            let agent = Agent::new(load_config(&a)?).map_err(|e| in_config(&a, e))?;
+            let agent = agent_for(&a, load_config(&a)?)?;
             run(agent).map_err(Failure::Runtime)
         }
         other => Err(Failure::Usage(format!(
@@ -242,8 +236,16 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
     }
 }
 
+/// The agent for a config checked against this machine; errors name the config file and key.
+fn agent_for(a: &Args, c: Config) -> Result<Agent, Failure> {
+    c.check_system().map_err(|e| in_config(a, e))?;
+    Agent::new(c).map_err(|e| in_config(a, e))
+}
+
 fn run(mut agent: Agent) -> Result<i32, String> {
     let signals = crate::signals::Signals::catch()?;
+    // One agent per state file, until this one has put everything back.
+    let _lock = StateLock::acquire(&agent.cfg.state_file)?;
     let c = &agent.cfg;
     log(&format!(
         "starting: {} node(s) from {}; sensor {} ({}{}); threshold {}, hysteresis {}; policy {}; interval {} s, {} sample(s) per interval; actuator {:?}{}",
@@ -281,6 +283,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
     // Errors are counted every cycle and logged at most every ERRORS_LOGGED_EVERY (a churning
     // BE job can make every cycle meet a few vanished threads).
     let (mut errors_seen, mut errors_logged) = (BTreeMap::new(), None::<std::time::Instant>);
+    let (mut failed, mut failed_logged) = (0u64, None::<std::time::Instant>);
     let result = loop {
         match agent.step(true) {
             Ok(c) if !c.decision.moves.is_empty() => log(&format!(
@@ -296,7 +299,18 @@ fn run(mut agent: Agent) -> Result<i32, String> {
             )),
             Ok(_) => {}
             Err(e) if e.starts_with("state file") => break Err(e), // cannot record: stop changing things
-            Err(e) => log(&format!("cycle failed: {e}")),
+            Err(e) => {
+                // Logged at most once per ERRORS_LOGGED_EVERY, with how many failed meanwhile.
+                failed += 1;
+                if failed_logged
+                    .is_none_or(|t: std::time::Instant| t.elapsed() >= ERRORS_LOGGED_EVERY)
+                {
+                    log(&format!(
+                        "cycle failed ({failed} since the last such line): {e}"
+                    ));
+                    (failed, failed_logged) = (0, Some(std::time::Instant::now()));
+                }
+            }
         }
         if errors_logged.is_none_or(|t| t.elapsed() >= ERRORS_LOGGED_EVERY) {
             let lines = agent.actuator.errors.report_new(&mut errors_seen);
@@ -314,10 +328,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
             break Ok(0);
         }
     };
-    let r = agent.actuator.restore_all()?;
-    log(&format!(
-        "restored {} thread(s), {} inherited, {} file(s); {} gone",
-        r.tasks, r.inherited, r.files, r.gone
-    ));
+    let r = agent.actuator.restore_all(&agent.offline_cpus())?;
+    log(&r.summary());
     result
 }

@@ -49,6 +49,8 @@ pub struct Config {
     pub min_improvement: f64,
     pub warning_threshold: f64,
     pub metrics_listen: Option<SocketAddr>,
+    /// The policy's random numbers (fine's random order): the same seed, the same choices.
+    pub seed: u64,
 }
 
 impl Default for Config {
@@ -79,6 +81,7 @@ impl Default for Config {
             min_improvement: 0.1,
             warning_threshold: 1.0,
             metrics_listen: None,
+            seed: 0x5eed,
         }
     }
 }
@@ -92,6 +95,38 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     }
     text.parse()
         .map_err(|_| format!("{text:?} is not an address like 127.0.0.1:9464 or a port"))
+}
+
+/// Processes no BE comm pattern may match: a pattern that does would select the system itself.
+const SYSTEM_COMMS: &[&str] = &["systemd", "init", "sshd", "kthreadd", "bash", "containerd"];
+
+/// `be.comm`: a valid regex that matches neither everything (the empty name) nor the system.
+fn check_comm(re: &str) -> Result<(), String> {
+    let r = regex_lite::Regex::new(re).map_err(|e| format!("be.comm: bad regex: {e}"))?;
+    if r.is_match("") {
+        return Err(format!(
+            "be.comm: {re:?} matches every process name (it matches the empty one); name the BE \
+             programs, e.g. \"^(stress-ng|batch)$\""
+        ));
+    }
+    if let Some(sys) = SYSTEM_COMMS.iter().find(|c| r.is_match(c)) {
+        return Err(format!(
+            "be.comm: {re:?} matches {sys:?}: too broad, it would move the system's own \
+             processes; anchor it, e.g. \"^(stress-ng|batch)$\""
+        ));
+    }
+    Ok(())
+}
+
+/// The busy sensor's load is a fraction of a node's CPUs: a threshold above 1 never fires.
+pub fn check_busy_threshold(t: Option<f64>) -> Result<(), String> {
+    match t {
+        Some(t) if t > 1.0 => Err(format!(
+            "sensor.threshold: the busy sensor reads a fraction of a node's CPUs, so it must be \
+             at most 1, got {t}"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The agent's policy names: the core's, plus `fine:mem|cpu|mai|none` as the issue spells them.
@@ -121,6 +156,7 @@ const KNOWN: &[(&str, &[&str])] = &[
         &[
             "interval_s",
             "policy",
+            "seed",
             "state_file",
             "decision_log",
             "dry_run",
@@ -221,12 +257,11 @@ impl<'a> Section<'a> {
             .map(Some)
     }
     fn paths(&self, k: &str) -> Result<Vec<PathBuf>, String> {
-        Ok(self
-            .strings(k)?
-            .unwrap_or_default()
-            .into_iter()
-            .map(PathBuf::from)
-            .collect())
+        let list = self.strings(k)?.unwrap_or_default();
+        if list.iter().any(|p| p.trim().is_empty()) {
+            return Err(format!("{}: an empty path", self.key(k)));
+        }
+        Ok(list.into_iter().map(PathBuf::from).collect())
     }
     /// A number that must satisfy `ok`, described by `what` in the error.
     fn checked(
@@ -302,7 +337,17 @@ impl Config {
             c.policy = parse_policy(p).map_err(|e| format!("policy: {e}"))?;
         }
         if let Some(p) = top.str("state_file")? {
+            if p.trim().is_empty() {
+                return Err(
+                    "state_file: an empty path (the agent records what it changes there)".into(),
+                );
+            }
             c.state_file = PathBuf::from(p);
+        }
+        if let Some(x) = top.checked("seed", "an integer from 0 to 2^53", |x| {
+            x.fract() == 0.0 && (0.0..=9.007_199_254_740_992e15).contains(&x)
+        })? {
+            c.seed = x as u64;
         }
         c.decision_log = top
             .str("decision_log")?
@@ -328,6 +373,9 @@ impl Config {
             }
         };
         c.threshold = sensor.checked("threshold", "positive", |x| x > 0.0)?;
+        if c.sensor == SensorKind::Busy {
+            check_busy_threshold(c.threshold)?;
+        }
         if let Some(h) = sensor.checked("hysteresis", "an integer from 1 to 100", |x| {
             x.fract() == 0.0 && (1.0..=100.0).contains(&x)
         })? {
@@ -342,7 +390,7 @@ impl Config {
         c.be_cgroups = be.paths("cgroups")?;
         c.be_comm = be.str("comm")?.map(str::to_string);
         if let Some(re) = &c.be_comm {
-            regex_lite::Regex::new(re).map_err(|e| format!("be.comm: bad regex: {e}"))?;
+            check_comm(re)?;
         }
         c.be_pid_files = be.paths("pid_files")?;
         c.mode = match act.str("mode")? {
@@ -361,10 +409,16 @@ impl Config {
         })? {
             c.max_moves_per_cycle = m as usize;
         }
-        let nonneg = |k| lim.checked(k, "≥ 0", |x| x >= 0.0);
-        c.cooldown_s = nonneg("cooldown_s")?.unwrap_or(c.cooldown_s);
-        c.min_task_age_s = nonneg("min_task_age_s")?.unwrap_or(c.min_task_age_s);
-        c.min_improvement = nonneg("min_improvement")?.unwrap_or(c.min_improvement);
+        let seconds = |k| {
+            lim.checked(k, "between 0 and 604800 (a week)", |x| {
+                (0.0..=604_800.0).contains(&x)
+            })
+        };
+        c.cooldown_s = seconds("cooldown_s")?.unwrap_or(c.cooldown_s);
+        c.min_task_age_s = seconds("min_task_age_s")?.unwrap_or(c.min_task_age_s);
+        c.min_improvement = lim
+            .checked("min_improvement", "≥ 0", |x| x >= 0.0)?
+            .unwrap_or(c.min_improvement);
         c.warning_threshold = lim
             .checked("warning_threshold", "positive", |x| x > 0.0)?
             .unwrap_or(c.warning_threshold);
@@ -400,6 +454,66 @@ impl Config {
         if let Some(p) = &self.pseudo_nodes {
             crate::topology::Topology::pseudo(p)
                 .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// The filesystem types of cgroup v1 and cgroup2 (statfs(2) `f_type`).
+const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// Whether `path` is a directory of a cgroup filesystem (v1 or v2).
+pub fn is_cgroup_dir(path: &Path) -> Result<(), String> {
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_dir() {
+        return Err(format!("{}: not a directory", path.display()));
+    }
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("{}: a NUL in the path", path.display()))?;
+    // SAFETY: statfs writes into the struct we pass; `c` is a valid C string.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(format!(
+            "{}: {}",
+            path.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    match st.f_type as i64 {
+        CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC => Ok(()),
+        t => Err(format!(
+            "{}: not a cgroup (filesystem type {t:#x}; cgroups live under /sys/fs/cgroup)",
+            path.display()
+        )),
+    }
+}
+
+impl Config {
+    /// Checks against the machine (after `validate`): the /proc root is one, every BE cgroup is
+    /// a cgroup directory, every pseudo-node CPU exists. Errors name the key.
+    pub fn check_system(&self) -> Result<(), String> {
+        let stat = self.procfs_root.join("stat");
+        std::fs::metadata(&stat)
+            .map_err(|e| format!("topology.procfs_root: {}: {e}", stat.display()))?;
+        for cg in &self.be_cgroups {
+            is_cgroup_dir(cg).map_err(|e| format!("be.cgroups: {e}"))?;
+        }
+        if let Some(lists) = &self.pseudo_nodes {
+            let possible = crate::topology::cpus(&self.sysfs_root, "possible")
+                .map_err(|e| format!("topology.pseudo_nodes: cannot check the CPUs: {e}"))?;
+            let topo = crate::topology::Topology::pseudo(lists)
+                .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
+            if let Some(c) = topo
+                .all_cpus
+                .iter()
+                .find(|c| possible.binary_search(c).is_err())
+            {
+                return Err(format!(
+                    "topology.pseudo_nodes: CPU {c} does not exist (this machine has CPUs {})",
+                    crate::topology::format_cpulist(&possible)
+                ));
+            }
         }
         Ok(())
     }
@@ -456,6 +570,68 @@ mod tests {
         assert!(err("[be]\ncomm = \"x\"\n[actuator]\nmode = \"cpuset\"")
             .starts_with("actuator.mode: cpuset"));
         assert!(err("x = [").contains("line 1"));
+    }
+
+    #[test]
+    fn values_that_would_misbehave_are_refused() {
+        let sel = "[be]\ncomm = \"^stress$\"\n";
+        assert!(err(&format!("{sel}[limits]\ncooldown_s = 1e300"))
+            .starts_with("limits.cooldown_s: must be between 0 and 604800"));
+        assert!(err(&format!("{sel}[limits]\nmin_task_age_s = -1"))
+            .starts_with("limits.min_task_age_s:"));
+        assert!(
+            err(&format!("{sel}[sensor]\nkind = \"busy\"\nthreshold = 1.5"))
+                .starts_with("sensor.threshold: the busy sensor")
+        );
+        Config::parse(&format!("{sel}[sensor]\nkind = \"steal\"\nthreshold = 80")).unwrap();
+        for broad in ["", ".*", "a*", "^", ".", "s", "(?i)SSHD"] {
+            let e = err(&format!("[be]\ncomm = {broad:?}"));
+            assert!(e.starts_with("be.comm: "), "{broad:?}: {e}");
+        }
+        assert!(err(&format!("state_file = \"\"\n{sel}")).starts_with("state_file: an empty path"));
+        assert!(err("[be]\ncgroups = [\"\"]").starts_with("be.cgroups: an empty path"));
+        assert!(err(&format!("seed = 1.5\n{sel}")).starts_with("seed: must be an integer"));
+        assert_eq!(Config::parse(&format!("seed = 7\n{sel}")).unwrap().seed, 7);
+    }
+
+    #[test]
+    fn the_machine_is_checked_for_real() {
+        let dir = tempfile::tempdir().unwrap();
+        let with = |f: &dyn Fn(&mut Config)| {
+            let mut c = Config {
+                be_comm: Some("^stress$".into()),
+                ..Config::default()
+            };
+            f(&mut c);
+            c.check_system()
+        };
+        with(&|_| {}).unwrap();
+        let e = with(&|c| c.procfs_root = dir.path().join("nope")).unwrap_err();
+        assert!(
+            e.starts_with("topology.procfs_root: ") && e.contains("nope/stat"),
+            "{e}"
+        );
+        // A directory of regular files is not a cgroup, however its files are named.
+        let fake = dir.path().join("cg");
+        std::fs::create_dir_all(&fake).unwrap();
+        std::fs::write(fake.join("cgroup.procs"), "").unwrap();
+        let e = with(&|c| c.be_cgroups = vec![fake.clone()]).unwrap_err();
+        assert!(
+            e.starts_with("be.cgroups: ") && e.contains("not a cgroup"),
+            "{e}"
+        );
+        let e = with(&|c| c.be_cgroups = vec![dir.path().join("missing")]).unwrap_err();
+        assert!(e.contains("missing: No such file"), "{e}");
+        // cgroup2 is mounted there on these machines (DESIGN.md).
+        let real = Path::new("/sys/fs/cgroup/unified");
+        with(&|c| c.be_cgroups = vec![real.to_path_buf()])
+            .expect("cgroup2 at /sys/fs/cgroup/unified");
+        let e = with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "4000".into()])).unwrap_err();
+        assert!(
+            e.starts_with("topology.pseudo_nodes: CPU 4000 does not exist"),
+            "{e}"
+        );
+        with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "1".into()])).unwrap();
     }
 
     #[test]

@@ -71,6 +71,11 @@ pub struct Agent {
     /// Processes the agent pinned: node and thread count, so new threads are made to follow.
     placed: HashMap<(i32, u64), (usize, u64)>,
     cpusets: Vec<PathBuf>,
+    /// The CPUs online at the last cycle (`None`: sysfs does not say), and the nodes none of
+    /// whose CPUs are: the policy never sends tasks there.
+    online: Option<Vec<usize>>,
+    possible: Option<Vec<usize>>,
+    offline_nodes: Vec<bool>,
     /// The BE cgroups' thread lists, when every BE selector is a cgroup: after moving all BE
     /// processes, one read of these finds threads born during the move.
     thread_lists: Vec<PathBuf>,
@@ -85,6 +90,9 @@ pub struct Agent {
 const BE_IDLE: f64 = 0.01;
 /// How long a full look that found nothing to move stays good, in intervals.
 const RECHECK_INTERVALS: f64 = 10.0;
+/// The load the policy sees for a node with no CPU online: never the least loaded, so never a
+/// receiver; it holds no task, so it sends none.
+const OFFLINE_LOAD: f64 = 1e9;
 
 /// A move as the decision log and `plan --json` show it: nodes by their ids.
 #[derive(Serialize)]
@@ -143,6 +151,9 @@ impl Agent {
                 cfg.psi_cgroups.len(),
                 topo.nodes.len()
             ));
+        }
+        if kind == SensorKind::Busy {
+            crate::config::check_busy_threshold(cfg.threshold)?;
         }
         let threshold = cfg.threshold.unwrap_or(kind.default_threshold());
         let comm = cfg
@@ -221,7 +232,7 @@ impl Agent {
                 cfg.min_improvement,
             ),
             hz,
-            rng: Rng::new(0x5eed),
+            rng: Rng::new(cfg.seed),
             cycle: 0,
             started: Instant::now(),
             streak: vec![0; topo.nodes.len()],
@@ -231,6 +242,9 @@ impl Agent {
             moved_at: HashMap::new(),
             placed: HashMap::new(),
             cpusets,
+            online: None,
+            possible: crate::topology::cpus(&cfg.sysfs_root, "possible").ok(),
+            offline_nodes: vec![false; topo.nodes.len()],
             thread_lists,
             be_tasks: 0,
             metrics: Arc::new(Mutex::new(metrics)),
@@ -256,25 +270,28 @@ impl Agent {
         self.sensor.samples
     }
 
-    /// A state file left by an agent that died is restored before this one starts; one owned by
-    /// a live agent is an error (two agents would fight over the same tasks).
+    /// A state file left by an agent that died is restored before this one starts. The caller
+    /// holds the state file's lock (`StateLock`), so no live agent owns it.
     pub fn take_over_state(&mut self) -> Result<Option<String>, String> {
         let path = &self.cfg.state_file;
         if !path.exists() {
             return Ok(None);
         }
         let old = State::load(path)?;
-        let owner = self.procfs.comm(old.agent_pid as i32).unwrap_or_default();
-        if old.agent_pid != std::process::id() && owner.starts_with("colosched") {
-            return Err(format!(
-                "state file {}: owned by a running agent (pid {})",
-                path.display(),
-                old.agent_pid
-            ));
-        }
-        let r = old.restore(&self.procfs);
-        crate::actuator::remove_state(path)?;
-        Ok(Some(format!("restored what a previous agent (pid {}) left: {} task(s), {} inherited, {} file(s), {} gone", old.agent_pid, r.tasks, r.inherited, r.files, r.gone)))
+        let r = old.restore(&self.procfs, &self.offline_cpus());
+        // What waits for offline CPUs stays recorded: this agent owns it now.
+        self.actuator.state.tasks.extend(r.pending.tasks.clone());
+        r.settle(path)?;
+        Ok(Some(format!(
+            "what a previous agent (pid {}) left: {}",
+            old.agent_pid,
+            r.summary()
+        )))
+    }
+
+    /// The CPUs that exist but are offline now.
+    pub fn offline_cpus(&self) -> Vec<usize> {
+        crate::topology::offline_cpus(&self.cfg.sysfs_root)
     }
 
     /// The thesis's all-OS mode starts with everything on node 0, so boot traffic stays local.
@@ -282,7 +299,7 @@ impl Agent {
         let sel = self.selector.select(&self.procfs);
         let cpus = self.topo.nodes[0].cpus.clone();
         let moves: Vec<(&BeTask, &[usize])> = sel.tasks.iter().map(|t| (t, &cpus[..])).collect();
-        let n = self.actuator.pin(&moves, &[])?;
+        let n = self.actuator.pin(&moves, &[])?.threads;
         let writes = os_writes(&self.cfg, &cpus);
         Ok(n + self.actuator.write_files(&writes)?)
     }
@@ -295,6 +312,7 @@ impl Agent {
     pub fn step(&mut self, act: bool) -> Result<Cycle, String> {
         let (cpu0, wall0) = (thread_cpu_ms(), Instant::now());
         self.cycle += 1;
+        self.check_online();
         // Which pids are BE is read only when needed: by the per-thread busy sensor every cycle,
         // else only when some node is pressured (reading cgroup.procs of 1,000 tasks costs about
         // 1.5 ms in cgroup v1, most of a quiet cycle).
@@ -324,8 +342,16 @@ impl Agent {
         // `hysteresis` intervals over threshold: the window of this sample and of the samples of
         // the `hysteresis - 1` intervals before it.
         let needed = (self.cfg.hysteresis - 1) * self.sensor.samples as u32 + 1;
-        let over: Vec<bool> = self.streak.iter().map(|&s| s >= needed).collect();
-        let loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
+        let mut over: Vec<bool> = self.streak.iter().map(|&s| s >= needed).collect();
+        let mut loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
+        for (n, _) in self
+            .offline_nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, &off)| off)
+        {
+            (over[n], loads[n]) = (false, OFFLINE_LOAD);
+        }
         if let Some(note) = self.steady(&over, wall0) {
             let cycle = Cycle {
                 tasks: self.be_tasks,
@@ -364,12 +390,13 @@ impl Agent {
             .filter_map(|&c| self.topo.node_of_cpu(c))
             .any(|n| over[n]);
         if reachable {
-            let sel = if self.sensor.needs_be_pids() {
+            let mut sel = if self.sensor.needs_be_pids() {
                 // This cycle's sample has just read every BE process's stat.
                 Selection::of(self.sensor.stats.drain(..))
             } else {
                 self.selector.details(&self.procfs, &pids)
             };
+            self.selector.mark_partial(&self.procfs, &mut sel.tasks);
             let views = self.views(&sel.tasks, &masks, wall0);
             cycle.decision = decide(
                 self.cfg.policy,
@@ -388,7 +415,7 @@ impl Agent {
             });
             if act {
                 let before = self.actuator.errors.total();
-                cycle.changed = self.apply(&cycle.decision, &sel.tasks)?
+                cycle.changed = self.apply(&mut cycle.decision, &sel.tasks)?
                     + self.follow_new_threads(&sel.tasks)?;
                 errors += self.actuator.errors.total() - before;
             }
@@ -411,6 +438,22 @@ impl Agent {
         cycle.wall_ms = wall0.elapsed().as_secs_f64() * 1e3;
         self.record(&cycle, errors);
         Ok(cycle)
+    }
+
+    /// Reads which CPUs are online (one small sysfs file); when that changed, which nodes have
+    /// none, and whether the actuator must read originals with offline CPUs in them.
+    fn check_online(&mut self) {
+        let online = crate::topology::cpus(&self.cfg.sysfs_root, "online").ok();
+        if online == self.online {
+            return;
+        }
+        if let Some(on) = &online {
+            for (off, node) in self.offline_nodes.iter_mut().zip(&self.topo.nodes) {
+                *off = !node.cpus.iter().any(|c| on.binary_search(c).is_ok());
+            }
+            self.actuator.cpus_offline = self.possible.as_ref().is_some_and(|p| p != on);
+        }
+        self.online = online;
     }
 
     /// Whether this sample can skip the full look (reading the selectors, every BE mask and
@@ -517,13 +560,17 @@ impl Agent {
             .collect();
     }
 
-    fn apply(&mut self, d: &Decision, tasks: &[BeTask]) -> Result<usize, String> {
+    /// Carries out the decision's moves; those that did not take (the kernel refused every
+    /// thread: counted as errors) are dropped from it, so the log, the metrics and the
+    /// cool-down count only moves that happened.
+    fn apply(&mut self, d: &mut Decision, tasks: &[BeTask]) -> Result<usize, String> {
         if d.moves.is_empty() {
             return Ok(0);
         }
         let by_pid: HashMap<i32, &BeTask> = tasks.iter().map(|t| (t.pid, t)).collect();
         let now = Instant::now();
         let mut changed = 0;
+        let planned = d.moves.len();
         if self.cpusets.is_empty() {
             let moves: Vec<(&BeTask, &[usize])> = d
                 .moves
@@ -535,7 +582,9 @@ impl Agent {
             } else {
                 &[]
             };
-            changed += self.actuator.pin(&moves, lists)?;
+            let pinned = self.actuator.pin(&moves, lists)?;
+            changed += pinned.threads;
+            d.moves.retain(|m| pinned.pids.contains(&m.pid));
         } else {
             // cpuset mode: the BE cgroups get the CPUs of every node that holds BE after the plan.
             let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
@@ -560,7 +609,17 @@ impl Agent {
                     content: format_cpulist(&mems),
                 }));
             }
-            changed += self.actuator.write_files(&writes)?;
+            let took = self.actuator.write_files(&writes)?;
+            changed += took;
+            if took < writes.len() {
+                d.moves.clear();
+            }
+        }
+        if d.moves.len() < planned {
+            d.note = format!(
+                "{} of {planned} planned move(s) did not take (see the errors)",
+                planned - d.moves.len()
+            );
         }
         if self.cfg.all_os_activities {
             if let Some(&target) = d.targets.first() {
@@ -611,7 +670,7 @@ impl Agent {
             .iter()
             .map(|&(t, n)| (t, &self.topo.nodes[n].cpus[..]))
             .collect();
-        self.actuator.pin(&moves, &[])
+        Ok(self.actuator.pin(&moves, &[])?.threads)
     }
 
     fn record(&mut self, c: &Cycle, errors: u64) {

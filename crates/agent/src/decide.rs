@@ -211,6 +211,7 @@ mod tests {
             rss_pages: rss,
             faults: 0,
             processor: 0,
+            threads: None,
         }
     }
 

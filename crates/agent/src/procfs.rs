@@ -253,6 +253,17 @@ impl Procfs {
         crate::topology::parse_cpulist(list).ok()
     }
 
+    /// The CPUs thread `tid` of `pid` is allowed, offline ones included: `Cpus_allowed_list` of
+    /// <root>/<pid>/task/<tid>/status (`sched_getaffinity` leaves offline CPUs out).
+    pub fn allowed(&self, pid: i32, tid: i32) -> Option<Vec<usize>> {
+        let path = self.root.join(format!("{pid}/task/{tid}/status"));
+        let text = fs::read_to_string(path).ok()?;
+        let list = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
+        crate::topology::parse_cpulist(list).ok()
+    }
+
     /// Whether every one of `tids` is still a thread of `pid` (tgkill with signal 0, which checks
     /// and sends nothing): a thread list kept from an earlier look is still right, with no
     /// /proc/<pid>/task listing. The main thread (`tid == pid`) is not checked: the caller has just

@@ -2,7 +2,7 @@
 //! matches a regex, or listed in pid files; everything else is LC and is never touched. Kernel
 //! threads, tasks whose affinity the kernel fixes, and the agent itself are never BE.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::path::PathBuf;
 
@@ -32,6 +32,9 @@ pub struct BeTask {
     pub faults: u64,
     /// The CPU the main thread last ran on.
     pub processor: usize,
+    /// Only these threads are BE (cgroup v1, where one thread of a process can be in a cgroup
+    /// without the others); `None`: all of them.
+    pub threads: Option<Vec<i32>>,
 }
 
 /// What one selection pass found, with the reasons tasks were left alone.
@@ -50,11 +53,8 @@ impl Selector {
         let mut errors = Vec::new();
         let me = std::process::id() as i32;
         let pids = self.named(procfs, &mut errors);
-        // Never ourselves; in all-OS mode init stays too.
-        let pids = pids
-            .into_iter()
-            .filter(|&p| p != me && !(p == 1 && self.all))
-            .collect();
+        // Never ourselves, never init.
+        let pids = pids.into_iter().filter(|&p| p != me && p != 1).collect();
         (pids, errors)
     }
 
@@ -115,6 +115,40 @@ impl Selector {
         )
     }
 
+    /// In cgroup v1 a thread can be in a cgroup without the rest of its process, and
+    /// `cgroup.procs` lists the process all the same: when every selector is a cgroup, a
+    /// process only partly in the BE cgroups gets `threads` = its threads listed in their
+    /// `tasks`. One read of each `tasks` file; a process's threads are listed only when the
+    /// counts say some thread is outside.
+    pub fn mark_partial(&self, procfs: &Procfs, tasks: &mut [BeTask]) {
+        if self.comm.is_some() || !self.pid_files.is_empty() || self.all {
+            return;
+        }
+        let lists: Vec<PathBuf> = (self.cgroups.iter())
+            .map(|c| c.join("tasks"))
+            .filter(|p| p.exists())
+            .collect();
+        if lists.is_empty() {
+            return;
+        }
+        let mut in_be = HashSet::new();
+        for list in &lists {
+            let text = fs::read_to_string(list).unwrap_or_default();
+            in_be.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+        }
+        let threads: u64 = tasks.iter().map(|t| t.num_threads).sum();
+        if in_be.len() as u64 == threads {
+            return;
+        }
+        for t in tasks.iter_mut().filter(|t| t.num_threads > 1) {
+            let all = procfs.tids(t.pid);
+            let be: Vec<i32> = all.iter().copied().filter(|x| in_be.contains(x)).collect();
+            if be.len() < all.len() {
+                t.threads = Some(be);
+            }
+        }
+    }
+
     /// `candidates` then `details`.
     pub fn select(&self, procfs: &Procfs) -> Selection {
         let (pids, errors) = self.candidates(procfs);
@@ -145,6 +179,7 @@ impl Selection {
                 rss_pages: st.rss_pages,
                 faults: st.minflt + st.majflt,
                 processor: st.processor,
+                threads: None,
             });
         }
         sel

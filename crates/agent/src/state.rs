@@ -1,10 +1,22 @@
 //! The state file: every original affinity and kernel file content the agent changed, written
 //! atomically *before* each change, so `restore` can put everything back even after SIGKILL.
+//!
+//! A thread is known by its tid *and its own start time*: a tid the kernel gave to another
+//! thread since is not ours. Restore sets exactly the masks recorded, for threads that are still
+//! the ones recorded, plus one kind of thread the agent never saw: one born *after* the agent
+//! changed its nearest recorded ancestor (a thread of that process, or a process forked below it)
+//! that still carries a mask the agent applied, i.e. one that inherited it. The ancestor's own
+//! start time is checked (a pid the kernel gave to someone else is not an ancestor).
+//!
+//! One agent per state file: `StateLock` is an flock on `<state file>.lock`, held by `run` for
+//! its whole life and taken by `restore`; the kernel drops it when the holder dies (SIGKILL too).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write;
-use std::path::Path;
+use std::io::{Read, Seek, Write};
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -12,14 +24,26 @@ use crate::actuator::{get_affinity, set_affinity, ErrorCounts};
 use crate::procfs::{Procfs, PF_KTHREAD};
 use crate::topology::{format_cpulist, parse_cpulist};
 
+/// The state file's format: 3 = per-thread start times and the tick each thread was changed.
+pub const VERSION: u32 = 3;
+
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq)]
 pub struct SavedTask {
+    /// The thread's process, and its start time: a thread of the same process is re-pinned
+    /// from the record without reading its own start time (one syscall, not a file read).
     pub pid: i32,
-    /// The start time of the thread's process (state version 1: of the thread itself): a reused
-    /// pid is not ours to restore.
+    #[serde(default)]
+    pub process_start: u64,
+    /// The start time of the thread itself, clock ticks after boot (state version 2: of its
+    /// process; version 1: of the thread).
     pub starttime: u64,
-    /// The original affinity, as a CPU list.
+    /// The original affinity, as a CPU list (offline CPUs included: read from the kernel's
+    /// `Cpus_allowed_list`, not from `sched_getaffinity`, which leaves them out).
     pub mask: String,
+    /// When the agent first changed it, clock ticks after boot (what `starttime` counts): a
+    /// thread born at or after this tick below it may have inherited the agent's mask.
+    #[serde(default)]
+    pub changed_at: u64,
 }
 
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -30,8 +54,8 @@ pub struct State {
     pub tasks: BTreeMap<i32, SavedTask>,
     /// Original content of every file the agent wrote (cpuset.cpus, smp_affinity_list, cpumask).
     pub files: BTreeMap<String, String>,
-    /// The masks the agent applied: a task found with one of these that is not in `tasks` was
-    /// forked from a moved task (it inherited the mask), and is restored like its ancestor.
+    /// The masks the agent applied: a thread found with one of these that is not in `tasks`
+    /// may have inherited it (see the module's header for when restore believes that).
     pub applied: BTreeSet<String>,
 }
 
@@ -43,12 +67,57 @@ pub struct Restored {
     pub gone: usize,
     pub files: usize,
     pub errors: ErrorCounts,
+    /// Threads whose original mask holds CPUs that are offline now and that the kernel left
+    /// out: restored as far as it allows, and kept here to be restored again once they are back.
+    pub pending: State,
+}
+
+impl Restored {
+    /// One line for the log.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "restored {} thread(s), {} inherited, {} file(s); {} gone; {} error(s)",
+            self.tasks,
+            self.inherited,
+            self.files,
+            self.gone,
+            self.errors.total()
+        );
+        if !self.pending.tasks.is_empty() {
+            s += &format!(
+                "; {} thread(s) want CPUs that are offline: kept in the state file, run \
+                 `colosched-agent restore` again once they are online",
+                self.pending.tasks.len()
+            );
+        }
+        s
+    }
+
+    /// Removes the state file, or, with threads pending, leaves them in it (only them).
+    pub fn settle(&self, path: &Path) -> Result<(), String> {
+        if self.pending.tasks.is_empty() {
+            crate::actuator::remove_state(path)
+        } else {
+            self.pending.save(path)
+        }
+    }
+}
+
+/// Clock ticks after boot now: the clock of /proc's `starttime` (CLOCK_BOOTTIME).
+pub fn boot_ticks(hz: f64) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    ((ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9) * hz) as u64
 }
 
 impl State {
     pub fn new() -> State {
         State {
-            version: 2,
+            version: VERSION,
             agent_pid: std::process::id(),
             ..State::default()
         }
@@ -78,22 +147,81 @@ impl State {
         fs::rename(&tmp, path).map_err(err)
     }
 
-    /// The original mask of a thread not seen before: its process's (a new thread inherits the
-    /// mask the agent gave its process), else its parent process's (a fork of a moved process),
-    /// else its current one.
-    pub fn original_for(&self, pid: i32, ppid: i32, current: &[usize]) -> String {
-        self.tasks
-            .get(&pid)
-            .or_else(|| self.tasks.get(&ppid))
-            .filter(|_| self.applied.contains(&format_cpulist(current)))
-            .map(|t| t.mask.clone())
-            .unwrap_or_else(|| format_cpulist(current))
+    /// Whether the thread recorded under `tid` is still that thread: same tid, same start time.
+    fn alive(&self, procfs: &Procfs, tid: i32, saved: &SavedTask, buf: &mut String) -> bool {
+        let own = match procfs.task_stat(saved.pid, tid, buf) {
+            Some(t) => t.starttime,
+            None => return false,
+        };
+        if self.version == 2 {
+            // Version 2 kept the process's start time.
+            return procfs.proc_stat(saved.pid, buf).map(|p| p.starttime) == Some(saved.starttime);
+        }
+        own == saved.starttime
     }
 
-    /// Puts back every file, then every thread's affinity (cpusets first: a task's mask may not
-    /// leave its cpuset), then the affinity of tasks that inherited an applied mask.
-    pub fn restore(&self, procfs: &Procfs) -> Restored {
-        let mut r = Restored::default();
+    /// Drops the threads that are gone (or whose tid is another thread's now). Returns how many.
+    pub fn forget_dead(&mut self, procfs: &Procfs) -> usize {
+        let mut buf = String::new();
+        let before = self.tasks.len();
+        let dead: Vec<i32> = (self.tasks.iter())
+            .filter(|(&tid, saved)| !self.alive(procfs, tid, saved, &mut buf))
+            .map(|(&tid, _)| tid)
+            .collect();
+        for tid in dead {
+            self.tasks.remove(&tid);
+        }
+        before - self.tasks.len()
+    }
+
+    /// The recorded ancestor whose mask a thread not recorded may have inherited: the thread
+    /// `tid` of process `pid` (with parent `ppid`), born at `born`. The nearest recorded
+    /// process among `pid` and its ancestors counts if it is still the process recorded and the
+    /// thread (or the first unrecorded process below it) was born at or after it was changed.
+    pub fn inherited_from(
+        &self,
+        procfs: &Procfs,
+        (pid, tid, ppid, born): (i32, i32, i32, u64),
+    ) -> Option<&SavedTask> {
+        let mut buf = String::new();
+        // A new thread of a recorded process.
+        if tid != pid {
+            if let Some(saved) = self.tasks.get(&pid).filter(|s| s.pid == pid) {
+                let same = self.alive(procfs, pid, saved, &mut buf);
+                return (same && born >= saved.changed_at).then_some(saved);
+            }
+        }
+        // A process forked below a recorded one: walk up, `born` being the start of the
+        // process just below the one looked at.
+        let mut born = if tid == pid {
+            born
+        } else {
+            procfs.proc_stat(pid, &mut buf)?.starttime
+        };
+        let mut up = ppid;
+        for _ in 0..32 {
+            if up <= 1 {
+                return None;
+            }
+            let st = procfs.proc_stat(up, &mut buf)?;
+            if let Some(saved) = self.tasks.get(&up).filter(|s| s.pid == up) {
+                let same = self.alive(procfs, up, saved, &mut buf);
+                return (same && born >= saved.changed_at).then_some(saved);
+            }
+            born = st.starttime;
+            up = st.ppid;
+        }
+        None
+    }
+
+    /// Puts back every file, then every recorded thread's affinity (cpusets first: a task's
+    /// mask may not leave its cpuset), then the affinity of threads that inherited a mask.
+    /// `offline`: the CPUs offline now (a kernel may drop them from a mask it is given).
+    pub fn restore(&self, procfs: &Procfs, offline: &[usize]) -> Restored {
+        let mut r = Restored {
+            pending: State::new(),
+            ..Restored::default()
+        };
         for (path, content) in self.files.iter().rev() {
             match fs::write(path, content) {
                 Ok(()) => r.files += 1,
@@ -101,25 +229,20 @@ impl State {
             }
         }
         let mut buf = String::new();
-        let mut started: HashMap<i32, Option<u64>> = HashMap::new();
         for (&tid, saved) in &self.tasks {
-            let thread = procfs.task_stat(saved.pid, tid, &mut buf);
-            let alive = match thread {
-                Some(t) if self.version < 2 => t.starttime == saved.starttime,
-                Some(_) => {
-                    *started
-                        .entry(saved.pid)
-                        .or_insert_with(|| Some(procfs.proc_stat(saved.pid, &mut buf)?.starttime))
-                        == Some(saved.starttime)
-                }
-                None => false,
-            };
-            if !alive {
+            if !self.alive(procfs, tid, saved, &mut buf) {
                 r.gone += 1;
                 continue;
             }
             let mask = parse_cpulist(&saved.mask).unwrap_or_default();
             match set_affinity(tid, &mask) {
+                Ok(()) if mask.iter().any(|c| offline.contains(c)) => {
+                    r.tasks += 1;
+                    let got = procfs.allowed(saved.pid, tid).unwrap_or_default();
+                    if mask.iter().any(|c| offline.contains(c) && !got.contains(c)) {
+                        r.pending.tasks.insert(tid, saved.clone());
+                    }
+                }
                 Ok(()) => r.tasks += 1,
                 Err(e) if e.raw_os_error() == Some(libc::ESRCH) => r.gone += 1,
                 Err(e) => r.errors.count(&e, &format!("restore tid {tid}")),
@@ -128,10 +251,10 @@ impl State {
         if self.applied.is_empty() {
             return r;
         }
-        // Forks and threads born after the move: find them by the mask they inherited. A fork
-        // in flight during one pass (it copied the mask before its parent was restored, and shows
-        // in /proc only after the pass listed it) is caught by the next: passes repeat until one
-        // finds nothing, at least two and at most five.
+        // Forks and threads born after the move. A fork in flight during one pass (it copied
+        // the mask before its parent was restored, and shows in /proc only after the pass
+        // listed it) is caught by the next: passes repeat until one finds nothing, at least two
+        // and at most five.
         for pass in 0..5 {
             let fixed = self.restore_inherited(procfs, &mut r);
             if fixed == 0 && pass > 0 {
@@ -141,7 +264,8 @@ impl State {
         r
     }
 
-    /// One pass over /proc for threads carrying an applied mask; returns how many were restored.
+    /// One pass over /proc for threads carrying an applied mask that inherited it; returns how
+    /// many were restored.
     fn restore_inherited(&self, procfs: &Procfs, r: &mut Restored) -> usize {
         let mut buf = String::new();
         let mut fixed = 0;
@@ -161,10 +285,13 @@ impl State {
                 if !self.applied.contains(&format_cpulist(&now)) {
                     continue;
                 }
-                let Some(mask) = self.ancestor_mask(procfs, pid, st.ppid) else {
+                let Some(born) = procfs.task_stat(pid, tid, &mut buf).map(|t| t.starttime) else {
                     continue;
                 };
-                match set_affinity(tid, &parse_cpulist(&mask).unwrap_or_default()) {
+                let Some(from) = self.inherited_from(procfs, (pid, tid, st.ppid, born)) else {
+                    continue;
+                };
+                match set_affinity(tid, &parse_cpulist(&from.mask).unwrap_or_default()) {
                     Ok(()) => {
                         r.inherited += 1;
                         fixed += 1;
@@ -176,22 +303,84 @@ impl State {
         }
         fixed
     }
+}
 
-    /// The saved mask of the nearest recorded process among `pid` and its ancestors.
-    fn ancestor_mask(&self, procfs: &Procfs, pid: i32, ppid: i32) -> Option<String> {
-        let mut buf = String::new();
-        let (mut pid, mut ppid) = (pid, ppid);
-        for _ in 0..32 {
-            if let Some(t) = self.tasks.get(&pid).filter(|t| t.pid == pid) {
-                return Some(t.mask.clone());
-            }
-            if ppid <= 1 {
-                return None;
-            }
-            pid = ppid;
-            ppid = procfs.proc_stat(pid, &mut buf)?.ppid;
+/// The lock that makes one agent per state file: an flock on `<state file>.lock`, which holds
+/// the holder's pid. Dropping it removes the file.
+#[derive(Debug)]
+pub struct StateLock {
+    /// Holds the flock; closed (and so released) after the file is removed.
+    _file: fs::File,
+    path: PathBuf,
+}
+
+impl StateLock {
+    pub fn path_for(state: &Path) -> PathBuf {
+        let mut p = state.as_os_str().to_owned();
+        p.push(".lock");
+        PathBuf::from(p)
+    }
+
+    /// Takes the lock without waiting; if another process holds it, the error names its pid.
+    pub fn acquire(state: &Path) -> Result<StateLock, String> {
+        let path = Self::path_for(state);
+        let err = |e: std::io::Error| {
+            format!(
+                "state file {}: lock {}: {e}",
+                state.display(),
+                path.display()
+            )
+        };
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            fs::create_dir_all(dir).map_err(err)?;
         }
-        None
+        // A holder that is exiting removes the file after we opened it: then the lock we got
+        // is on a file nobody else will open, and we try again with the new one.
+        for _ in 0..10 {
+            let mut file = fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(err)?;
+            // SAFETY: flock on a descriptor we own.
+            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+                    return Err(err(e));
+                }
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                return Err(format!(
+                    "state file {}: owned by a running agent (pid {})",
+                    state.display(),
+                    holder.trim()
+                ));
+            }
+            let same = match (file.metadata(), fs::metadata(&path)) {
+                (Ok(a), Ok(b)) => (a.dev(), a.ino()) == (b.dev(), b.ino()),
+                _ => false,
+            };
+            if !same {
+                continue;
+            }
+            file.set_len(0).map_err(err)?;
+            file.rewind().map_err(err)?;
+            file.write_all(format!("{}\n", std::process::id()).as_bytes())
+                .map_err(err)?;
+            return Ok(StateLock { _file: file, path });
+        }
+        Err(err(std::io::Error::other(
+            "the lock file kept being replaced",
+        )))
+    }
+}
+
+impl Drop for StateLock {
+    fn drop(&mut self) {
+        // Removed while still held, so nobody locks a file that is about to vanish unawares.
+        let _ = fs::remove_file(&self.path);
     }
 }
 
@@ -199,19 +388,39 @@ impl State {
 mod tests {
     use super::*;
 
+    /// A fake /proc/<pid>/task/<tid>/stat (and /proc/<pid>/stat for the main thread) with the
+    /// fields these tests read: ppid and start time.
+    fn fake(root: &Path, pid: i32, tid: i32, ppid: i32, start: u64) {
+        let mut line =
+            format!("{tid} (t) S {ppid} {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0");
+        for _ in 25..=44 {
+            line.push_str(" 0");
+        }
+        line.push('\n');
+        let d = root.join(format!("{pid}/task/{tid}"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("stat"), &line).unwrap();
+        if tid == pid {
+            fs::write(root.join(format!("{pid}/stat")), &line).unwrap();
+        }
+    }
+
+    fn saved(pid: i32, starttime: u64, changed_at: u64) -> SavedTask {
+        SavedTask {
+            pid,
+            process_start: 0,
+            starttime,
+            mask: "0-3".into(),
+            changed_at,
+        }
+    }
+
     #[test]
     fn save_is_atomic_and_round_trips() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("sub/state.json");
         let mut s = State::new();
-        s.tasks.insert(
-            7,
-            SavedTask {
-                pid: 7,
-                starttime: 9,
-                mask: "0-1".into(),
-            },
-        );
+        s.tasks.insert(7, saved(7, 9, 10));
         s.files
             .insert("/proc/irq/5/smp_affinity_list".into(), "0-3".into());
         s.save(&path).unwrap();
@@ -224,32 +433,77 @@ mod tests {
     }
 
     #[test]
-    fn inherited_original_only_for_applied_masks() {
+    fn inherited_only_below_the_recorded_process_and_after_its_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let procfs = Procfs::new(root);
         let mut s = State::new();
-        s.tasks.insert(
-            10,
-            SavedTask {
-                pid: 10,
-                starttime: 1,
-                mask: "0-3".into(),
-            },
-        );
-        s.applied.insert("2-3".into());
+        // Process 10 (started at tick 100) was changed at tick 200.
+        fake(root, 10, 10, 1, 100);
+        s.tasks.insert(10, saved(10, 100, 200));
+        fake(root, 10, 11, 1, 250); // a thread born after the change
+        fake(root, 10, 12, 1, 150); // a thread born before it (it pinned itself, say)
+        fake(root, 20, 20, 10, 300); // a fork after the change
+        fake(root, 21, 21, 20, 400); // and its fork
+        fake(root, 30, 30, 10, 180); // a fork before the change
+        fake(root, 31, 31, 30, 400); // its fork: below an unchanged process
+        let from = |pid, tid, ppid, born| s.inherited_from(&procfs, (pid, tid, ppid, born));
+        assert_eq!(from(10, 11, 1, 250), Some(&s.tasks[&10]));
+        assert_eq!(from(10, 12, 1, 150), None, "older than the change");
+        assert_eq!(from(20, 20, 10, 300), Some(&s.tasks[&10]));
+        assert_eq!(from(21, 21, 20, 400), Some(&s.tasks[&10]));
+        assert_eq!(from(30, 30, 10, 180), None);
+        assert_eq!(from(31, 31, 30, 400), None);
+        // Process 10 dies and its pid goes to another process (start 500), whose child is
+        // pinned by its operator to a mask that happens to be one the agent applied.
+        fs::remove_dir_all(root.join("10")).unwrap();
+        fake(root, 10, 10, 1, 500);
+        fake(root, 40, 40, 10, 600);
         assert_eq!(
-            s.original_for(10, 1, &[2, 3]),
-            "0-3",
-            "new thread of a moved process"
+            from(40, 40, 10, 600),
+            None,
+            "pid 10 is not the process recorded"
         );
+        assert_eq!(from(10, 10, 1, 500), None);
+    }
+
+    #[test]
+    fn dead_threads_are_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let mut s = State::new();
+        fake(root, 10, 10, 1, 100);
+        fake(root, 10, 11, 1, 120);
+        s.tasks.insert(10, saved(10, 100, 200));
+        s.tasks.insert(11, saved(10, 110, 200)); // tid 11 is another thread now
+        s.tasks.insert(12, saved(10, 130, 200)); // gone
+        s.tasks.insert(13, saved(13, 130, 200)); // gone with its process
+        assert_eq!(s.forget_dead(&Procfs::new(root)), 3);
+        assert_eq!(s.tasks.keys().copied().collect::<Vec<_>>(), [10]);
+    }
+
+    #[test]
+    fn one_holder_per_state_file_for_real() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state.json");
+        let lock = StateLock::acquire(&state).unwrap();
+        let lock_path = StateLock::path_for(&state);
         assert_eq!(
-            s.original_for(11, 10, &[2, 3]),
-            "0-3",
-            "fork of a moved process"
+            fs::read_to_string(&lock_path).unwrap().trim(),
+            std::process::id().to_string()
         );
-        assert_eq!(
-            s.original_for(11, 10, &[0]),
-            "0",
-            "the child changed its own mask"
+        // flock is per open file description: a second open in this process is refused too.
+        let e = StateLock::acquire(&state).unwrap_err();
+        assert!(
+            e.contains(&format!(
+                "owned by a running agent (pid {})",
+                std::process::id()
+            )),
+            "{e}"
         );
-        assert_eq!(s.original_for(12, 1, &[2, 3]), "2-3", "unrelated task");
+        drop(lock);
+        assert!(!lock_path.exists(), "removed on release");
+        let again = StateLock::acquire(&state).unwrap();
+        drop(again);
     }
 }

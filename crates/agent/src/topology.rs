@@ -97,6 +97,24 @@ impl Topology {
     }
 }
 
+/// The CPUs of `<sysfs>/devices/system/cpu/<which>` (`online`, `possible`).
+pub fn cpus(sysfs: &Path, which: &str) -> Result<Vec<usize>, String> {
+    let path = sysfs.join("devices/system/cpu").join(which);
+    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_cpulist(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The CPUs that exist but are offline now (empty if sysfs does not say).
+pub fn offline_cpus(sysfs: &Path) -> Vec<usize> {
+    match (cpus(sysfs, "possible"), cpus(sysfs, "online")) {
+        (Ok(possible), Ok(online)) => possible
+            .into_iter()
+            .filter(|c| online.binary_search(c).is_err())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Parses the kernel's CPU list format: `0-3,8,10-11` (whitespace and a trailing newline allowed).
 pub fn parse_cpulist(text: &str) -> Result<Vec<usize>, String> {
     let mut cpus = Vec::new();

@@ -1039,20 +1039,19 @@ mod tests {
     const HEAD676: &str =
         "google-clusterdata-2011-2-head/task_usage/part-00000-of-00500.head676.csv";
 
-    /// The shared real data (`COLOSCHED_SHARED_DATA`, else ../../../shared/data from the crate).
-    fn shared_data() -> Option<PathBuf> {
+    /// The shared real data (`COLOSCHED_SHARED_DATA`, else ../../../shared/data from the crate,
+    /// where a clone beside ../shared finds it). Missing data fails the test, saying where it
+    /// looked: a test of the real rows never passes without them.
+    fn shared_data() -> PathBuf {
         let root = std::env::var_os("COLOSCHED_SHARED_DATA")
             .map(PathBuf::from)
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data"));
-        if root.join(HEAD676).is_file() {
-            Some(root)
-        } else {
-            eprintln!(
-                "skipped: no {HEAD676} under {} (set COLOSCHED_SHARED_DATA)",
-                root.display()
-            );
-            None
-        }
+        assert!(
+            root.join(HEAD676).is_file(),
+            "no {HEAD676} under {} (clone beside ../shared, or set COLOSCHED_SHARED_DATA)",
+            root.display()
+        );
+        root
     }
 
     /// A temporary trace root whose task_usage/ holds `name` with `content`.
@@ -1063,9 +1062,10 @@ mod tests {
         dir
     }
 
-    fn head_root() -> Option<tempfile::TempDir> {
-        let data = std::fs::read(shared_data()?.join(HEAD676)).unwrap();
-        Some(root_with("part-00000-of-00500.csv", &data))
+    /// A trace root holding the 676 real task_usage rows as part 0.
+    fn head_root() -> tempfile::TempDir {
+        let data = std::fs::read(shared_data().join(HEAD676)).unwrap();
+        root_with("part-00000-of-00500.csv", &data)
     }
 
     fn run(job: u64, index: u32, submit: u32, end: u32) -> Run {
@@ -1418,7 +1418,7 @@ mod tests {
 
     #[test]
     fn usage_real_head676_loads() {
-        let Some(root) = head_root() else { return };
+        let root = head_root();
         let real = TaskUsage::load(root.path(), None).unwrap().unwrap();
         assert_eq!(real.rows_read(), 676);
         assert_eq!(real.len(), 676, "676 distinct (job, index, window) keys");
@@ -1554,7 +1554,7 @@ mod tests {
 
     #[test]
     fn usage_source_prefers_real_rows_then_the_model() {
-        let Some(root) = head_root() else { return };
+        let root = head_root();
         let real = TaskUsage::load(root.path(), None).unwrap();
         let model = UsageModel::calibrated(9);
         let src = UsageSource::new(real, model.clone());

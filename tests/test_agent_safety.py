@@ -1,0 +1,348 @@
+"""What the node agent must never do, tried for real on this machine's 2 CPUs (pseudo-nodes "0"
+and "1"; an LC hog pinned to CPU 0, in an LC cgroup2 the psi sensor reads; BE processes on CPU 0
+in a v1 `cpuacct` cgroup; see PsiScene). The agent only ever changes a thread it selected and
+recorded (tid + the thread's start time), and restore puts back exactly what it recorded:
+- a BE thread that pinned itself before the move is left as it is, after SIGTERM and after
+  SIGKILL + `restore`; a thread born after the move (it inherited the agent's mask) is restored;
+- a pid the kernel gave to an LC process after the BE process that had it died is not the BE
+  process: the LC process's children keep the mask their operator gave them;
+- one agent per state file, from its first moment; `restore` refuses a live agent's state;
+- a move the kernel refuses is not a move (log, metrics, cool-down);
+- in cgroup v1 only the threads in the BE cgroup are BE, not the rest of their process;
+- configs that would misbehave exit 2 naming the key.
+Needs root and 2 CPUs (skips otherwise, saying so).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+import test_agent_pseudo_nodes as pseudo
+from test_agent_pseudo_nodes import HOG, INTERVAL, mask
+
+pytestmark = pseudo.pytestmark
+MOVE_TIMEOUT = 6.0  # PSI's avg10 is updated every 2 s
+
+
+@pytest.fixture(scope="module")
+def agent_bin() -> Path:
+    assert pseudo.AGENT.exists(), f"{pseudo.AGENT} is missing: `make agent-static` builds it (make test does)"
+    return pseudo.AGENT
+
+
+UNIFIED = Path("/sys/fs/cgroup/unified")
+PSI_THRESHOLD = 2  # % of avg10: the LC hog sharing CPU 0 with a BE hog stalls about half the time
+
+
+class PsiScene(pseudo.Scene):
+    """The pseudo-node scene with the psi sensor: one LC cgroup2 per node, the LC hog in node 0's.
+    What these tests check is not the sensor, and PSI makes them deterministic on a busy machine:
+    node 1's LC cgroup is empty, so node 1 is never pressured, whatever else runs on CPU 1 (the
+    busy sensor would count it as LC). BE hogs start on CPU 0, so the LC hog stalls."""
+
+    def __init__(self, tmp: Path):
+        super().__init__(tmp)
+        self.parent = UNIFIED / f"colosched-test-{uuid.uuid4().hex[:8]}"
+        self.lcs = [self.parent / "lc0", self.parent / "lc1"]
+        for d in [self.parent, *self.lcs]:
+            d.mkdir()
+        (self.lcs[0] / "cgroup.procs").write_text(f"{self.lc.pid}\n")
+
+    def config(self, policy: str = "coarse", threshold: float = PSI_THRESHOLD, **extra: str) -> Path:
+        path = super().config(policy, threshold, **extra)
+        sensor = f'kind = "psi"\npsi_cgroups = ["{self.lcs[0]}", "{self.lcs[1]}"]'
+        path.write_text(path.read_text().replace('kind = "busy"', sensor))
+        return path
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            for d in [*self.lcs, self.parent]:
+                d.rmdir()
+
+
+@pytest.fixture
+def scene(tmp_path, agent_bin):
+    if not (UNIFIED / "cpu.pressure").exists():
+        pytest.skip(f"no {UNIFIED}/cpu.pressure (cgroup2 with PSI): the psi sensor cannot run")
+    s = PsiScene(tmp_path)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def masks(pid: int) -> dict[int, str]:
+    """Cpus_allowed_list of every thread of `pid`, by tid."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = task.joinpath("status").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        for line in status.splitlines():
+            if line.startswith("Cpus_allowed_list:"):
+                out[int(task.name)] = line.split()[1]
+    return out
+
+
+def wait_for(what, timeout: float, why):
+    """Polls `what` until true; fails with `why` (a string, or a function giving one)."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        if got := what():
+            return got
+        time.sleep(0.02)
+    raise AssertionError(f"{why() if callable(why) else why} (waited {timeout} s)")
+
+
+def python_be(scene, script: str) -> tuple[subprocess.Popen, list[int]]:
+    """A BE Python process running `script`, which prints one tid per line it wants known;
+    returns the process and those tids (read until a line 'ready')."""
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    scene.procs.append(p)
+    (scene.cgroup / "cgroup.procs").write_text(f"{p.pid}\n")
+    scene.be.append(p)
+    tids = []
+    for line in p.stdout:
+        if line.strip() == "ready":
+            return p, tids
+        tids.append(int(line))
+    raise AssertionError(f"BE script ended early: {p.wait()}")
+
+
+SELF_PINNED = """
+import os, signal, sys, threading, time
+os.sched_setaffinity(0, {0})
+def pinned():
+    os.sched_setaffinity(0, {1})
+    print(threading.get_native_id(), flush=True)
+    time.sleep(600)
+threading.Thread(target=pinned, daemon=True).start()
+time.sleep(0.2)
+def born(*_):
+    t = threading.Thread(target=time.sleep, args=(600,), daemon=True)
+    t.start()
+    print(t.native_id, flush=True)
+signal.signal(signal.SIGUSR1, born)
+print("ready", flush=True)
+while True:
+    pass
+"""
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill+restore"])
+def test_restore_leaves_a_self_pinned_thread_alone_and_restores_one_born_after_the_move(
+    scene, agent_bin, how
+):
+    be, [pinned] = python_be(scene, SELF_PINNED)
+    assert masks(be.pid)[pinned] == "1" and masks(be.pid)[be.pid] == "0"
+    agent = scene.start_agent()
+    wait_for(
+        lambda: masks(be.pid)[be.pid] == "1", MOVE_TIMEOUT, lambda: f"BE main thread not moved; {scene.log()}"
+    )
+    be.send_signal(signal.SIGUSR1)
+    born = int(be.stdout.readline())
+    assert masks(be.pid)[born] == "1", "a thread born after the move inherits the agent's mask"
+    if how == "sigterm":
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=5) == 0, scene.log()
+    else:
+        agent.kill()
+        agent.wait()
+        r = subprocess.run(
+            [str(agent_bin), "restore", "--state-file", str(scene.tmp / "state.json")],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert r.returncode == 0, r.stderr
+    now = masks(be.pid)
+    assert now[be.pid] == "0", "the moved thread gets its original back"
+    assert now[born] == "0", "the thread that inherited the agent's mask gets its process's original"
+    assert now[pinned] == "1", "the thread that pinned itself before the move was never the agent's to change"
+
+
+def test_a_reused_pid_is_not_the_be_process_that_had_it(scene, agent_bin):
+    be = scene.add_be(["taskset", "-c", "0", "sh", "-c", HOG])
+    agent = scene.start_agent()
+    scene.wait_masks("1", timeout=MOVE_TIMEOUT)
+    state = json.loads((scene.tmp / "state.json").read_text())
+    assert str(be.pid) in state["tasks"], state
+    be.kill()
+    be.wait()
+    scene.be.clear()
+    # An LC supervisor gets the dead BE process's pid (the kernel hands out ns_last_pid + 1),
+    # and starts a child its operator pins to CPU 1: the very mask the agent applied.
+    lc = None
+    for _ in range(50):
+        Path("/proc/sys/kernel/ns_last_pid").write_text(str(be.pid - 1))
+        lc_cmd = ["sh", "-c", "taskset -c 1 sleep 600 & echo $!; wait"]
+        p = subprocess.Popen(lc_cmd, stdout=subprocess.PIPE, text=True)
+        scene.procs.append(p)
+        if p.pid == be.pid:
+            lc = p
+            break
+        p.kill()
+        p.wait()
+    assert lc is not None, f"could not get pid {be.pid} again (other processes took it first)"
+    child = int(lc.stdout.readline())
+    wait_for(lambda: mask(child) == "1", 5, "the LC child's operator mask")
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert mask(child) == "1", "the LC child's mask is its operator's, not the agent's to restore"
+    assert mask(lc.pid) == "0-1"
+    assert mask(scene.lc.pid) == "0"
+
+
+def test_one_agent_per_state_file_from_the_start_and_restore_refuses_a_live_one(scene, agent_bin):
+    agent = scene.start_agent()  # nothing to move yet: no state file, but the lock is held
+    lock = scene.tmp / "state.json.lock"
+    wait_for(lambda: lock.exists() and lock.read_text().strip(), 5, lambda: f"no lock file; {scene.log()}")
+    assert lock.read_text().strip() == str(agent.pid)
+    second = subprocess.run(
+        [str(agent_bin), "run", "--config", str(scene.tmp / "agent.toml")],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert second.returncode == 1, second.stderr
+    assert f"owned by a running agent (pid {agent.pid})" in second.stderr, second.stderr
+    be = scene.add_be(["taskset", "-c", "0", "sh", "-c", HOG])
+    scene.wait_masks("1", timeout=MOVE_TIMEOUT)
+    r = subprocess.run(
+        [str(agent_bin), "restore", "--state-file", str(scene.tmp / "state.json")],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert r.returncode == 1 and "owned by a running agent" in r.stderr, r.stderr
+    assert (scene.tmp / "state.json").exists(), "the live agent's state is kept"
+    assert mask(be.pid) == "1", "and nothing was restored behind its back"
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert mask(be.pid) == "0"
+    assert not lock.exists() and not (scene.tmp / "state.json").exists(), "nothing left after a clean exit"
+
+
+def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
+    """The BE hog is also in a v1 cpuset of CPU 0 only: pinning it to CPU 1 gets EINVAL."""
+    cpuset = Path("/sys/fs/cgroup/cpuset") / f"colosched-test-{uuid.uuid4().hex[:8]}"
+    cpuset.mkdir()
+    try:
+        (cpuset / "cpuset.mems").write_text("0")
+        (cpuset / "cpuset.cpus").write_text("0")
+        be = scene.add_be(["sh", "-c", HOG])
+        (cpuset / "cgroup.procs").write_text(f"{be.pid}\n")
+        agent = scene.start_agent("--metrics", "127.0.0.1:0")
+        err = scene.tmp / "agent.err"
+        wait_for(
+            lambda: "einval" in err.read_text(), 4 * MOVE_TIMEOUT, lambda: f"no EINVAL logged; {scene.log()}"
+        )
+        assert mask(be.pid) == "0"
+        decisions = scene.decisions(wait=1)
+        assert decisions and not [m for d in decisions for m in d["moved"]], "no move is logged"
+        assert any("did not take" in d["reason"] for d in decisions), decisions[-3:]
+        assert "moved" not in err.read_text()
+        at = next(line for line in err.read_text().splitlines() if "metrics at" in line)
+        port = at.split(":")[-1].split("/")[0]
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'colosched_agent_errors_total{kind="einval"}' in body, body
+        assert "colosched_agent_moves_total{" not in body, body
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=5) == 0, scene.log()
+    finally:
+        for p in scene.be:
+            p.kill()
+            p.wait()
+        wait_for(lambda: not (cpuset / "cgroup.procs").read_text().split(), 5, "cpuset still has tasks")
+        cpuset.rmdir()
+
+
+PARTIAL = """
+import os, threading, time
+os.sched_setaffinity(0, {0})
+def spin():
+    print(threading.get_native_id(), flush=True)
+    while True:
+        pass
+threading.Thread(target=spin, daemon=True).start()
+time.sleep(0.2)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def test_in_cgroup_v1_only_the_threads_in_the_be_cgroup_move(scene, agent_bin):
+    """An LC process whose spinning worker thread (only) was written into the BE cgroup's
+    `tasks`: the agent moves that thread and leaves the process's main thread alone."""
+    p = subprocess.Popen([sys.executable, "-c", PARTIAL], stdout=subprocess.PIPE, text=True)
+    scene.procs.append(p)
+    worker = int(p.stdout.readline())
+    assert p.stdout.readline().strip() == "ready"
+    (scene.cgroup / "tasks").write_text(f"{worker}\n")
+    assert (scene.cgroup / "cgroup.procs").read_text().split() == [str(p.pid)], "v1 lists the process"
+    agent = scene.start_agent()
+    wait_for(lambda: masks(p.pid)[worker] == "1", MOVE_TIMEOUT, lambda: f"BE thread not moved; {scene.log()}")
+    time.sleep(2 * INTERVAL)
+    assert masks(p.pid)[p.pid] == "0", "the LC main thread is not BE and is never touched"
+    agent.send_signal(signal.SIGTERM)
+    assert agent.wait(timeout=5) == 0, scene.log()
+    assert masks(p.pid) == {p.pid: "0", worker: "0"}
+
+
+@pytest.mark.parametrize(
+    "lines, key",
+    [
+        (["[limits]", "cooldown_s = 1e300"], "limits.cooldown_s: must be between 0 and 604800"),
+        (["[sensor]", "kind = 'busy'", "threshold = 1.5"], "sensor.threshold: the busy sensor"),
+        (["[be]", "comm = ''"], 'be.comm: "" matches every process name'),
+        (["[be]", "comm = '.'"], 'be.comm: "." matches "systemd"'),
+        (["[be]", "cgroups = ['']"], "be.cgroups: an empty path"),
+        (["[be]", "cgroups = ['{tmp}']"], "be.cgroups: {tmp}: not a cgroup"),
+        (
+            ["[be]", "cgroups = ['/sys/fs/cgroup/cpuacct/nope']"],
+            "be.cgroups: /sys/fs/cgroup/cpuacct/nope: No such",
+        ),
+        (["[topology]", "pseudo_nodes = ['0', '4000']"], "topology.pseudo_nodes: CPU 4000 does not exist"),
+        (["state_file = ''"], "state_file: an empty path"),
+        (["[topology]", "procfs_root = '{tmp}/proc'"], "topology.procfs_root: {tmp}/proc/stat"),
+    ],
+)
+@pytest.mark.parametrize("command", ["run", "plan --once", "check-config"])
+def test_configs_that_would_misbehave_exit_2_naming_the_key(tmp_path, agent_bin, lines, key, command):
+    base = {
+        "": ["interval_s = 0.5", f"state_file = '{tmp_path}/state.json'"],
+        "[topology]": ["pseudo_nodes = ['0', '1']"],
+        "[be]": ["comm = '^colosched-never$'"],
+    }
+    section = ""
+    for line in lines:
+        line = line.replace("{tmp}", str(tmp_path))
+        if line.startswith("["):
+            section = line
+            base.setdefault(section, [])
+            continue
+        k = line.split("=")[0].strip()
+        base[section] = [x for x in base.get(section, []) if x.split("=")[0].strip() != k] + [line]
+    text = "\n".join(base[""]) + "\n" + "".join(f"{s}\n" + "\n".join(v) + "\n" for s, v in base.items() if s)
+    config = tmp_path / "agent.toml"
+    config.write_text(text)
+    r = subprocess.run(
+        [str(agent_bin), *command.split(), "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2, (r.returncode, r.stderr, text)
+    assert f"{config}: {key.replace('{tmp}', str(tmp_path))}" in r.stderr, (r.stderr, text)
+    assert not (tmp_path / "state.json").exists() and not (tmp_path / "state.json.lock").exists()
