@@ -346,3 +346,29 @@ def test_configs_that_would_misbehave_exit_2_naming_the_key(tmp_path, agent_bin,
     assert r.returncode == 2, (r.returncode, r.stderr, text)
     assert f"{config}: {key.replace('{tmp}', str(tmp_path))}" in r.stderr, (r.stderr, text)
     assert not (tmp_path / "state.json").exists() and not (tmp_path / "state.json.lock").exists()
+
+
+def test_the_state_is_bounded_by_the_live_threads_under_churn(scene, agent_bin):
+    """A BE launcher starts a short-lived child pinned to CPU 0 every 20 ms (600 in all); the agent
+    moves and records each. The state file must drop the dead ones: it stays near the live count
+    (at most the 256 the state is checked at, plus one cycle's worth), not the hundreds moved."""
+    # Something other than BE on CPU 0, so the LC hog keeps stalling once BE has left it.
+    scene.spawn(["taskset", "-c", "0", "sh", "-c", HOG])
+    launcher = scene.add_be(
+        ["sh", "-c", "for i in $(seq 600); do taskset -c 0 sleep 1 & sleep 0.02; done; wait"]
+    )
+    scene.start_agent()
+    state = scene.tmp / "state.json"
+    biggest = 0
+    t0 = time.monotonic()
+    while launcher.poll() is None and time.monotonic() - t0 < 60:
+        try:
+            biggest = max(biggest, len(json.loads(state.read_text())["tasks"]))
+        except (FileNotFoundError, json.JSONDecodeError):
+            pass  # not written yet (the agent renames a complete file into place)
+        time.sleep(0.1)
+    assert launcher.poll() == 0, "the launcher ran to its end"
+    moved = {m["pid"] for d in scene.decisions() for m in d["moved"]}
+    print(f"{len(moved)} processes moved, the state held at most {biggest} threads")
+    assert len(moved) > 300, f"too few moves to show the bound ({len(moved)}); {scene.log()}"
+    assert biggest <= 256 + 64, f"the state kept dead threads: {biggest} entries"
