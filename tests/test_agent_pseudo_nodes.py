@@ -556,9 +556,12 @@ def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bi
 @pytest.mark.parametrize(
     "args, code, text",
     [
-        (["run", "--config", "x.toml", "--bogus"], 2, 'unknown argument "--bogus"'),
-        (["plan", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml")], 2, "only `plan --once`"),
-        (["run"], 2, "--config FILE is required"),
+        (["run", "--config", "x.toml", "--bogus"], 2, "unexpected argument '--bogus'"),
+        (["plan", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml")], 2, "required arguments were not provided:\n  --once"),
+        (["run"], 2, "--config <FILE>"),
+        (["plan", "--once", "-h"], 0, "Usage: colosched-agent plan"),
+        (["restore", "--help"], 0, "--state-file <F>"),
+        (["frobnicate"], 2, "unrecognized subcommand 'frobnicate'"),
         (["check-config", "--config", "/nonexistent.toml"], 2, "/nonexistent.toml"),
         (
             ["run", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml"), "--metrics", "x"],

@@ -1,32 +1,125 @@
-//! The command line: `run`, `plan --once`, `restore`, `check-config`. Exit 2 on a bad command
-//! line or config (the message names the flag or key), 1 on a runtime failure.
+//! The command line (clap): `run`, `plan --once`, `restore`, `check-config`, `memwatch`. Exit 2
+//! on a bad command line or config (the message names the flag or key), 1 on a runtime failure;
+//! `-h`/`--help` on every command prints its usage and exits 0.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand};
+
 use crate::config::{parse_policy, Config};
 use crate::daemon::Agent;
 use crate::state::{State, StateLock};
 
-const USAGE: &str = "usage:
-  colosched-agent run          --config FILE [--be-cgroup PATH]... [--policy P] [--interval S]
-                               [--dry-run] [--state-file F] [--decision-log F] [--metrics ADDR|PORT]
-  colosched-agent plan --once  --config FILE [--be-cgroup PATH]... [--policy P] [--json]
-  colosched-agent restore      (--config FILE | --state-file F)
-  colosched-agent check-config --config FILE [--be-cgroup PATH]...
-  colosched-agent memwatch     --cgroup PATH --threshold SIZE|PCT... (memwatch --help)
-policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)";
+const POLICIES: &str =
+    "policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)
+
+examples:
+  colosched-agent check-config --config agent.toml
+  colosched-agent plan --once --config agent.toml --json
+  colosched-agent run --config agent.toml --be-cgroup /sys/fs/cgroup/cpuacct/be
+  colosched-agent restore --state-file /run/colosched-agent/state.json";
 
 const ERRORS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Parser)]
+#[command(
+    name = "colosched-agent",
+    version,
+    about = "Moves best-effort tasks off NUMA nodes (or pseudo-nodes) where latency-critical work \
+             is pressured, and puts back everything it changed on exit.",
+    after_help = POLICIES
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+/// The flags every command that reads a config shares.
+#[derive(clap::Args)]
+struct Common {
+    /// The agent's TOML config (docs/agent.md lists every key).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// A BE cgroup; given once or more, replaces the config's be.cgroups.
+    #[arg(long = "be-cgroup", value_name = "PATH")]
+    be_cgroups: Vec<PathBuf>,
+    /// Replaces the config's policy.
+    #[arg(long, value_name = "P")]
+    policy: Option<String>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run until SIGTERM, SIGINT or SIGHUP, then put back everything changed.
+    Run {
+        #[command(flatten)]
+        common: Common,
+        /// Seconds per cycle (0.05 to 3600).
+        #[arg(long, value_name = "S")]
+        interval: Option<f64>,
+        /// Plan and log, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_name = "F")]
+        state_file: Option<PathBuf>,
+        /// JSON lines, one per cycle ("-" = stdout).
+        #[arg(long, value_name = "F")]
+        decision_log: Option<PathBuf>,
+        /// Serve Prometheus metrics: HOST:PORT, or PORT for 127.0.0.1.
+        #[arg(long, value_name = "ADDR|PORT")]
+        metrics: Option<String>,
+    },
+    /// Sample one interval and print the decision it would take; changes nothing.
+    Plan {
+        #[command(flatten)]
+        common: Common,
+        /// One look (the only kind of plan).
+        #[arg(long, required = true)]
+        once: bool,
+        /// One JSON object on one line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back what an agent that was killed changed, from its state file.
+    Restore {
+        /// Take the state file from this config.
+        #[arg(long, value_name = "FILE", required_unless_present = "state_file")]
+        config: Option<PathBuf>,
+        #[arg(long, value_name = "F")]
+        state_file: Option<PathBuf>,
+    },
+    /// Check a config against this machine and print what the agent would see.
+    CheckConfig {
+        #[command(flatten)]
+        common: Common,
+    },
+    /// The memory-threshold watcher (its own flags: `memwatch --help`; docs/memwatch.md).
+    #[command(disable_help_flag = true)]
+    Memwatch {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
 
 enum Failure {
     Usage(String),
     Runtime(String),
 }
 
+/// Runs the command line `args` (without the program name); returns the exit code.
 pub fn main(args: Vec<String>) -> i32 {
-    match dispatch(args) {
+    let cli = match Cli::try_parse_from(std::iter::once("colosched-agent".to_string()).chain(args))
+    {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with 0; errors to stderr with 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    match dispatch(cli.cmd) {
         Ok(code) => code,
         Err(Failure::Usage(msg)) => {
             eprintln!("colosched-agent: error: {msg}");
@@ -43,71 +136,25 @@ fn log(msg: &str) {
     eprintln!("colosched-agent: {msg}");
 }
 
+/// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
+/// config error: named with the config file.
+fn in_config(path: &std::path::Path, e: String) -> Failure {
+    Failure::Usage(format!("{}: {e}", path.display()))
+}
+
+/// What `run` may override besides the common flags.
 #[derive(Default)]
-struct Args {
-    config: Option<PathBuf>,
-    be_cgroups: Vec<PathBuf>,
-    policy: Option<String>,
-    interval: Option<String>,
+struct Overrides {
+    interval: Option<f64>,
+    dry_run: bool,
     state_file: Option<PathBuf>,
     decision_log: Option<PathBuf>,
     metrics: Option<String>,
-    dry_run: bool,
-    once: bool,
-    json: bool,
-    /// `-h` / `--help`: print the usage and exit 0.
-    help: bool,
-}
-
-fn parse_args(args: &[String]) -> Result<Args, Failure> {
-    let mut a = Args::default();
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| Failure::Usage(format!("{flag}: needs a value")))
-        };
-        match flag.as_str() {
-            "--config" => a.config = Some(value()?.into()),
-            "--be-cgroup" => a.be_cgroups.push(value()?.into()),
-            "--policy" => a.policy = Some(value()?),
-            "--interval" => a.interval = Some(value()?),
-            "--state-file" => a.state_file = Some(value()?.into()),
-            "--decision-log" => a.decision_log = Some(value()?.into()),
-            "--metrics" => a.metrics = Some(value()?),
-            "--dry-run" => a.dry_run = true,
-            "--once" => a.once = true,
-            "--json" => a.json = true,
-            "-h" | "--help" => {
-                a.help = true;
-                return Ok(a);
-            }
-            other => {
-                return Err(Failure::Usage(format!(
-                    "unknown argument {other:?}\n{USAGE}"
-                )))
-            }
-        }
-    }
-    Ok(a)
-}
-
-/// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
-/// config error: named with the config file.
-fn in_config(a: &Args, e: String) -> Failure {
-    match &a.config {
-        Some(p) => Failure::Usage(format!("{}: {e}", p.display())),
-        None => Failure::Usage(e),
-    }
 }
 
 /// The config file with the command line's overrides applied, validated.
-fn load_config(a: &Args) -> Result<Config, Failure> {
-    let path = a
-        .config
-        .as_ref()
-        .ok_or_else(|| Failure::Usage(format!("--config FILE is required\n{USAGE}")))?;
+fn load_config(a: &Common, o: &Overrides) -> Result<Config, Failure> {
+    let path = &a.config;
     let mut c = Config::load(path).map_err(Failure::Usage)?;
     if !a.be_cgroups.is_empty() {
         c.be_cgroups = a.be_cgroups.clone();
@@ -115,55 +162,43 @@ fn load_config(a: &Args) -> Result<Config, Failure> {
     if let Some(p) = &a.policy {
         c.policy = parse_policy(p).map_err(|e| Failure::Usage(format!("--policy: {e}")))?;
     }
-    if let Some(i) = &a.interval {
-        c.interval_s = i
-            .parse()
-            .ok()
-            .filter(|x: &f64| (0.05..=3600.0).contains(x))
-            .ok_or_else(|| {
-                Failure::Usage(format!(
-                    "--interval: {i:?} is not a number of seconds from 0.05 to 3600"
-                ))
-            })?;
+    if let Some(i) = o.interval {
+        if !(0.05..=3600.0).contains(&i) {
+            return Err(Failure::Usage(format!(
+                "--interval: {i} is not a number of seconds from 0.05 to 3600"
+            )));
+        }
+        c.interval_s = i;
     }
-    if let Some(s) = &a.state_file {
+    if let Some(s) = &o.state_file {
         c.state_file = s.clone();
     }
-    if let Some(d) = &a.decision_log {
+    if let Some(d) = &o.decision_log {
         c.decision_log = Some(d.clone());
     }
-    if let Some(m) = &a.metrics {
+    if let Some(m) = &o.metrics {
         c.metrics_listen = Some(
             crate::config::parse_listen(m)
                 .map_err(|e| Failure::Usage(format!("--metrics: {e}")))?,
         );
     }
-    c.dry_run |= a.dry_run;
-    c.validate()
-        .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))?;
+    c.dry_run |= o.dry_run;
+    c.validate().map_err(|e| in_config(path, e))?;
     Ok(c)
 }
 
-fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
-    let Some((cmd, rest)) = args.split_first() else {
-        return Err(Failure::Usage(USAGE.into()));
-    };
-    if cmd == "memwatch" {
+/// The agent for a config checked against this machine; errors name the config file and key.
+fn agent_for(a: &Common, c: Config) -> Result<Agent, Failure> {
+    c.check_system().map_err(|e| in_config(&a.config, e))?;
+    Agent::new(c).map_err(|e| in_config(&a.config, e))
+}
+
+fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
+    match cmd {
         // Its own flags and exit codes (docs/memwatch.md).
-        return Ok(crate::memwatch::cli::main(rest));
-    }
-    if matches!(cmd.as_str(), "-h" | "--help" | "help") {
-        println!("{USAGE}");
-        return Ok(0);
-    }
-    let a = parse_args(rest)?;
-    if a.help {
-        println!("{USAGE}");
-        return Ok(0);
-    }
-    match cmd.as_str() {
-        "check-config" => {
-            let agent = agent_for(&a, load_config(&a)?)?;
+        Cmd::Memwatch { args } => Ok(crate::memwatch::cli::main(&args)),
+        Cmd::CheckConfig { common: a } => {
+            let agent = agent_for(&a, load_config(&a, &Overrides::default())?)?;
             println!(
                 "ok: {} node(s) from {} ({}), sensor {} ({}), threshold {}, policy {}",
                 agent.topo.nodes.len(),
@@ -182,39 +217,45 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             );
             Ok(0)
         }
-        "plan" => {
-            if !a.once {
-                return Err(Failure::Usage(
-                    "plan: only `plan --once` exists (it changes nothing)".into(),
-                ));
-            }
-            let mut c = load_config(&a)?;
+        Cmd::Plan {
+            common: a, json, ..
+        } => {
+            let mut c = load_config(&a, &Overrides::default())?;
             c.decision_log = None;
             let mut agent = agent_for(&a, c)?;
             let cycle = agent.plan_once().map_err(Failure::Runtime)?;
             let out = agent.plan_json(&cycle);
-            if a.json {
+            if json {
                 println!("{out}");
             } else {
                 println!("{}", serde_json::to_string_pretty(&out).expect("json"));
             }
             Ok(0)
         }
-        "restore" => {
-            let path = match (&a.state_file, &a.config) {
-                (Some(p), _) => p.clone(),
-                (None, Some(_)) => load_config(&a)?.state_file,
-                (None, None) => {
-                    return Err(Failure::Usage(
-                        "restore: give --state-file F or --config FILE".into(),
-                    ))
+        Cmd::Restore { config, state_file } => {
+            let path = match (state_file, config) {
+                (Some(p), _) => p,
+                (None, Some(config)) => {
+                    let common = Common {
+                        config,
+                        be_cgroups: Vec::new(),
+                        policy: None,
+                    };
+                    load_config(&common, &Overrides::default())?.state_file
                 }
+                (None, None) => unreachable!("clap requires one of them"),
             };
+            let nothing = || {
+                println!("nothing to restore: {} does not exist", path.display());
+                Ok(0)
+            };
+            if !path.exists() {
+                return nothing();
+            }
             // A live agent holds the lock: its state is its own to restore (SIGTERM it).
             let _lock = StateLock::acquire(&path).map_err(Failure::Runtime)?;
             if !path.exists() {
-                println!("nothing to restore: {} does not exist", path.display());
-                return Ok(0);
+                return nothing(); // its agent put everything back meanwhile
             }
             let state = State::load(&path).map_err(Failure::Runtime)?;
             let offline = crate::topology::offline_cpus(std::path::Path::new("/sys"));
@@ -226,20 +267,25 @@ fn dispatch(args: Vec<String>) -> Result<i32, Failure> {
             }
             Ok(0)
         }
-        "run" => {
-            let agent = agent_for(&a, load_config(&a)?)?;
+        Cmd::Run {
+            common: a,
+            interval,
+            dry_run,
+            state_file,
+            decision_log,
+            metrics,
+        } => {
+            let o = Overrides {
+                interval,
+                dry_run,
+                state_file,
+                decision_log,
+                metrics,
+            };
+            let agent = agent_for(&a, load_config(&a, &o)?)?;
             run(agent).map_err(Failure::Runtime)
         }
-        other => Err(Failure::Usage(format!(
-            "unknown command {other:?}\n{USAGE}"
-        ))),
     }
-}
-
-/// The agent for a config checked against this machine; errors name the config file and key.
-fn agent_for(a: &Args, c: Config) -> Result<Agent, Failure> {
-    c.check_system().map_err(|e| in_config(a, e))?;
-    Agent::new(c).map_err(|e| in_config(a, e))
 }
 
 fn run(mut agent: Agent) -> Result<i32, String> {
