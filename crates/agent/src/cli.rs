@@ -34,6 +34,47 @@ const ERRORS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
+    /// The least severe log lines shown (stderr).
+    #[arg(long, global = true, value_enum, default_value_t = LogLevel::Info)]
+    log_level: LogLevel,
+    /// Log lines as text, or as JSON objects, one per line.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The log's subscriber: stderr, the chosen level and format, colour only on a terminal. Set
+/// for this call only (the Python CLI runs the agent inside its own process).
+fn subscriber(cli: &Cli) -> Box<dyn tracing::Subscriber + Send + Sync> {
+    use std::io::IsTerminal;
+    let level = match cli.log_level {
+        LogLevel::Error => tracing::Level::ERROR,
+        LogLevel::Warn => tracing::Level::WARN,
+        LogLevel::Info => tracing::Level::INFO,
+        LogLevel::Debug => tracing::Level::DEBUG,
+    };
+    let fmt = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(level)
+        .with_target(false)
+        .with_ansi(std::io::stderr().is_terminal());
+    match cli.log_format {
+        LogFormat::Text => Box::new(fmt.finish()),
+        LogFormat::Json => Box::new(fmt.json().finish()),
+    }
 }
 
 /// The flags every command that reads a config shares.
@@ -119,21 +160,26 @@ pub fn main(args: Vec<String>) -> i32 {
             return e.exit_code();
         }
     };
-    match dispatch(cli.cmd) {
+    let sub = subscriber(&cli);
+    tracing::subscriber::with_default(sub, || match dispatch(cli.cmd) {
         Ok(code) => code,
         Err(Failure::Usage(msg)) => {
-            eprintln!("colosched-agent: error: {msg}");
+            tracing::error!("{msg}");
             2
         }
         Err(Failure::Runtime(msg)) => {
-            eprintln!("colosched-agent: error: {msg}");
+            tracing::error!("{msg}");
             1
         }
-    }
+    })
 }
 
 fn log(msg: &str) {
-    eprintln!("colosched-agent: {msg}");
+    tracing::info!("{msg}");
+}
+
+fn warn(msg: &str) {
+    tracing::warn!("{msg}");
 }
 
 /// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
@@ -263,7 +309,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
             r.settle(&path).map_err(Failure::Runtime)?;
             println!("{}", r.summary());
             for msg in r.errors.last.values() {
-                log(msg);
+                warn(msg);
             }
             Ok(0)
         }
@@ -351,7 +397,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
                 if failed_logged
                     .is_none_or(|t: std::time::Instant| t.elapsed() >= ERRORS_LOGGED_EVERY)
                 {
-                    log(&format!(
+                    warn(&format!(
                         "cycle failed ({failed} since the last such line): {e}"
                     ));
                     (failed, failed_logged) = (0, Some(std::time::Instant::now()));
@@ -364,7 +410,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
                 errors_logged = Some(std::time::Instant::now());
             }
             for line in lines {
-                log(&line);
+                warn(&line);
             }
         }
         next += interval;
