@@ -543,6 +543,26 @@ def test_api_bad_input_raises_in_the_caller(memcg):
         memwatch.on_threshold(str(cg), ["0"], print)
     with pytest.raises(ValueError, match="no such cgroup"):
         memwatch.watch(str(cg / "nope"), ["1M"])
+    for bad in (0, -1.0, float("nan"), 7200):
+        with pytest.raises(ValueError, match="debounce"):
+            memwatch.Watcher(str(cg), ["1M"], debounce=bad)
+
+
+def test_api_debounce(memcg, procs):
+    from colosched import memwatch
+
+    cg = memcg("256M")
+    child = Child(into=cg)
+    procs.append(child)
+    with memwatch.Watcher(str(cg), ["32M"], debounce=0.3) as w:
+        assert "debounce 300 ms" in w.describe, w.describe
+        t0 = time.monotonic()
+        child.do("alloc 48")
+        got: list = []
+        while not got and time.monotonic() - t0 < 5:
+            got = w.wait(0.5)
+        assert [(e.threshold, e.direction) for e in got] == [("32M", "up")], got
+        assert time.monotonic() - t0 >= 0.3
 
 
 # ---- a PSI-only watch on a cgroup v2 group without the memory controller (this machine) ----
