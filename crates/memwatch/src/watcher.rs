@@ -1,6 +1,6 @@
 //! The watcher itself: opens (detects the backend, registers), waits (poll on every fd, turns
 //! wake-ups into ordered events) and undoes everything on drop. What it may touch is listed in
-//! `mod.rs`.
+//! `lib.rs`.
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
