@@ -336,7 +336,8 @@ impl MemoryThresholdWatcher {
         }
         if let (false, Some(l)) = (own_limit, limit) {
             parts.push(format!(
-                "the group has no limit: percentages are of the nearest ancestor's, {l} bytes ({})",
+                "the group has no limit of its own: the limit, and the base of percentages, is \
+                 the nearest ancestor's, {l} bytes ({})",
                 limit_path.display()
             ));
         }
