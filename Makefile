@@ -13,11 +13,12 @@ demo: build
 
 test: build agent-static sysdeps rust-test py-test
 
-# The node agent as one static binary (no shared libraries: it goes into a VM's initramfs as is).
+# The node agent as one static binary (no shared libraries: it goes into a VM's initramfs as is),
+# and memwatch's own static binary beside it (target/x86_64-unknown-linux-gnu/release/memwatch).
 AGENT_STATIC := target/x86_64-unknown-linux-gnu/release/colosched-agent
 agent-static:
 	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --quiet --target x86_64-unknown-linux-gnu \
-		-p colosched-agent --bin colosched-agent
+		-p colosched-agent --bin colosched-agent -p colosched-memwatch --bin memwatch
 
 venv: $(VENV)/.deps-ok
 $(VENV)/.deps-ok: pyproject.toml
@@ -37,6 +38,9 @@ sysdeps:
 	@# qemu boots a 4-NUMA-node guest with a busybox initramfs for the agent's end-to-end test.
 	@command -v qemu-system-x86_64 >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 || { apt-get update -qq && \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=300 qemu-system-x86 busybox-static >/dev/null; }
+	@# memwatch's guest test builds its allocator with `cc -static` (gcc, and libc6-dev's libc.a).
+	@command -v cc >/dev/null && dpkg -s libc6-dev >/dev/null 2>&1 || { apt-get update -qq && \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=300 gcc libc6-dev >/dev/null; }
 
 rust-test:
 	$(CARGO_TEST)

@@ -3,7 +3,7 @@
 latency: a C allocator (bench/memwatch/touch.c) in the group touches a fresh mmap page by page past
   a threshold, timing each page; `colosched.memwatch.on_threshold` callbacks in this process take
   CLOCK_MONOTONIC when called, and so does a Rust caller of the same watcher
-  (crates/agent/examples/memwatch_latency.rs) when its `wait` returns the event. Latency =
+  (crates/memwatch/examples/memwatch_latency.rs) when its `wait` returns the event. Latency =
   callback time - the touch that brought usage to the threshold; the "early" figure measures from
   64 pages before (the kernel charges in batches of up to 64 pages, so its counter may cross that
   much sooner): the true latency lies between the two. The v1 eventfd watcher and the
@@ -50,7 +50,7 @@ def build_touch() -> Path:
     exe = WORK / "touch"
     src = ROOT / "bench/memwatch/touch.c"
     subprocess.run(["cc", "-O2", "-Wall", "-o", str(exe), str(src)], check=True)
-    cargo = ["cargo", "build", "--quiet", "--release", "-p", "colosched-agent"]
+    cargo = ["cargo", "build", "--quiet", "--release", "-p", "colosched-memwatch"]
     subprocess.run([*cargo, "--example", RUST_CALLER.name], cwd=ROOT, check=True)
     return exe
 

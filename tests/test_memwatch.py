@@ -5,7 +5,8 @@ process in it that allocates and frees memory on command, and always removes the
 what is left in it) in the fixture's finalizer, also when the test fails. They need root and the
 v1 memory controller; they say so and skip otherwise. The cgroup v2 memory files do not exist here
 (the memory controller is bound to v1): the v2 logic is unit-tested on a fake tree in
-crates/agent/src/memwatch/tests.rs, and PSI triggers run for real there on cgroup2 cpu.pressure.
+crates/memwatch/src/tests.rs, PSI triggers run for real there on cgroup2 cpu.pressure, and the v2
+backend runs on a real kernel in a qemu guest (tests/test_memwatch_guest.py).
 """
 
 from __future__ import annotations
@@ -168,6 +169,7 @@ def start_watcher(agent: Path, procs: list, cg: Path, *flags: str) -> tuple[subp
     err = Lines(p.stderr)
     first = err.read(10)
     assert first and "watching" in first and "v1: " in first, f"watcher said {first!r}"
+    p.first_line = first  # what the watcher said it uses
     return p, Lines(p.stdout)
 
 
@@ -321,6 +323,70 @@ def test_bad_input_exits_2_naming_the_problem(agent, memcg, flags, limit, messag
     assert message in r.stderr, r.stderr
     assert r.stdout == ""
     assert not (MEMCG / "colosched-test-does-not-exist").exists()
+
+
+def test_a_directory_of_regular_files_is_refused(agent, tmp_path):
+    """Defect 8: a copy of a v1 group's files outside cgroupfs took the registration and the
+    watch waited forever; now the filesystem type is checked first (exit 2, the path named)."""
+    fake = tmp_path / "fake-group"
+    fake.mkdir()
+    (fake / "cgroup.event_control").write_text("")
+    (fake / "memory.usage_in_bytes").write_text("0\n")
+    (fake / "memory.limit_in_bytes").write_text("1073741824\n")
+    r = subprocess.run(
+        [str(agent), "memwatch", "--cgroup", str(fake), "--threshold", "1M"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    )
+    assert r.returncode == 2, r
+    assert f"--cgroup {fake}: not on a cgroup filesystem" in r.stderr, r.stderr
+    assert (fake / "cgroup.event_control").read_text() == "", "nothing may be written into it"
+
+
+def test_a_percentage_of_the_nearest_ancestors_limit(agent, memcg, procs):
+    parent = memcg("256M")
+    child_cg = parent / "child"
+    child_cg.mkdir()
+    try:
+        w, out = start_watcher(agent, procs, child_cg, "--threshold", "25%")
+        child = Child(into=child_cg)
+        procs.append(child)
+        child.do("alloc 80")
+        (up,) = events(out, 1)
+        assert (up["threshold"], up["direction"], up["threshold_bytes"]) == ("25%", "up", 64 * M), up
+        assert up["limit"] == 256 * M, up
+        child.close()
+        (down,) = events(out, 1)
+        assert down["direction"] == "down", down
+        w.send_signal(signal.SIGTERM)
+        assert w.wait(5) == 0
+        assert f"nearest ancestor's, {256 * M} bytes ({parent}/memory.limit_in_bytes)" in w.first_line
+    finally:
+        remove_group(child_cg)
+
+
+def test_debounce_on_real_eventfd_crossings(agent, memcg, procs):
+    cg = memcg("256M")
+    w, out = start_watcher(agent, procs, cg, "--threshold", "32M", "--debounce", "400ms")
+    child = Child(into=cg)
+    procs.append(child)
+    # Above for a few tens of milliseconds only: not reported.
+    child.do("alloc 48")
+    child.do("free")
+    no_more(out, 1.0)
+    # Held: reported once it held 400 ms, both ways.
+    t0 = time.monotonic()
+    child.do("alloc 48")
+    (up,) = events(out, 1)
+    t_up = time.monotonic()
+    assert (up["threshold"], up["direction"]) == ("32M", "up"), up
+    assert t_up - t0 >= 0.4, f"reported {t_up - t0:.3f} s after the allocation, before the debounce"
+    child.do("free")
+    (down,) = events(out, 1)
+    assert (down["threshold"], down["direction"]) == ("32M", "down"), down
+    assert time.monotonic() - t_up >= 0.4
+    no_more(out)
 
 
 def test_more_registrations_than_allowed_is_a_clear_error(agent, memcg):
@@ -477,6 +543,26 @@ def test_api_bad_input_raises_in_the_caller(memcg):
         memwatch.on_threshold(str(cg), ["0"], print)
     with pytest.raises(ValueError, match="no such cgroup"):
         memwatch.watch(str(cg / "nope"), ["1M"])
+    for bad in (0, -1.0, float("nan"), 7200):
+        with pytest.raises(ValueError, match="debounce"):
+            memwatch.Watcher(str(cg), ["1M"], debounce=bad)
+
+
+def test_api_debounce(memcg, procs):
+    from colosched import memwatch
+
+    cg = memcg("256M")
+    child = Child(into=cg)
+    procs.append(child)
+    with memwatch.Watcher(str(cg), ["32M"], debounce=0.3) as w:
+        assert "debounce 300 ms" in w.describe, w.describe
+        t0 = time.monotonic()
+        child.do("alloc 48")
+        got: list = []
+        while not got and time.monotonic() - t0 < 5:
+            got = w.wait(0.5)
+        assert [(e.threshold, e.direction) for e in got] == [("32M", "up")], got
+        assert time.monotonic() - t0 >= 0.3
 
 
 # ---- a PSI-only watch on a cgroup v2 group without the memory controller (this machine) ----

@@ -67,7 +67,9 @@ class Watcher:
     """A registered watch on one memory cgroup; close it (or use `with`) to unregister.
 
     `backend` is "v1", "v2", "poll" or "psi"; `describe` says what is used; `thresholds` lists
-    (label, bytes) ascending.
+    (label, bytes) ascending; `limit` is the limit percentages are of (the group's own or, when
+    it has none, its nearest ancestor's). `debounce` (seconds) reports a threshold crossing only
+    once usage stayed on its new side that long.
     """
 
     def __init__(
@@ -80,6 +82,7 @@ class Watcher:
         period: float = 0.1,
         high: ThresholdSpec | None = None,
         psi: str | None = None,
+        debounce: float | None = None,
     ):
         self._w = _native.MemWatch(
             str(cgroup),
@@ -89,6 +92,7 @@ class Watcher:
             period=period,
             high=None if high is None else str(high),
             psi=psi,
+            debounce=debounce,
         )
         self.backend: str = self._w.backend
         self.describe: str = self._w.describe

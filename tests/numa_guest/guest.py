@@ -180,10 +180,15 @@ def newc_archive(
 
 
 def build_initramfs(
-    out: Path, init_script: Path, agent: Path | None = None, config: Path | None = None
+    out: Path,
+    init_script: Path,
+    agent: Path | None = None,
+    config: Path | None = None,
+    programs: dict[str, Path] | None = None,
 ) -> Path:
     """Writes a gzip'd newc initramfs with busybox (and its applet links), /init, and optionally the
-    agent binary (as /bin/colosched-agent) and its config (as /etc/colosched/agent.toml)."""
+    agent binary (as /bin/colosched-agent), its config (as /etc/colosched/agent.toml) and more static
+    `programs` (name -> host file, each as /bin/NAME)."""
     bb = busybox()
     applets = _run([str(bb), "--list"]).split()
     dirs = ["bin", "dev", "etc", "etc/colosched", "proc", "run", "sys", "tmp"]
@@ -198,6 +203,10 @@ def build_initramfs(
         files["bin/colosched-agent"] = (agent.read_bytes(), 0o755)
     if config is not None:
         files["etc/colosched/agent.toml"] = (config.read_bytes(), 0o644)
+    for name, path in (programs or {}).items():
+        if not is_static_elf(path):
+            raise GuestError(f"{path} is not a static x86-64 ELF: the initramfs has no libc")
+        files[f"bin/{name}"] = (path.read_bytes(), 0o755)
     # The kernel opens /dev/console for init's stdio before /init can mount devtmpfs.
     chardevs = {"dev/console": (5, 1), "dev/null": (1, 3)}
     archive = newc_archive(dirs, files, links, chardevs)

@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use colosched_agent::memwatch::{
-    BackendChoice, MemoryThresholdWatcher, StopHandle, Threshold, WatchOptions,
-};
 use colosched_cluster::{select, simulate, Config, Outcome, Param, Profile};
 use colosched_core::{Cell, Limits, Move, Planner, Policy, Rng};
+use colosched_memwatch::{
+    BackendChoice, MemoryThresholdWatcher, StopHandle, Threshold, WatchOptions,
+};
 use colosched_trace::usage::{TaskUsage, UsageModel, UsageSource};
 use colosched_trace::{IngestOptions, Runs, TraceError, TraceRoot};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
@@ -485,7 +485,7 @@ fn agent_main(py: Python<'_>, argv: Vec<String>) -> i32 {
 /// `colosched memwatch …`: the memory-threshold watcher's command line, run in this process.
 #[pyfunction]
 fn memwatch_main(py: Python<'_>, argv: Vec<String>) -> i32 {
-    py.detach(|| colosched_agent::memwatch::cli::main(&argv))
+    py.detach(|| colosched_memwatch::cli::main(&argv))
 }
 
 /// One `MemoryThresholdWatcher`; `wait` blocks with the GIL released, `stop` wakes it from any
@@ -508,7 +508,7 @@ struct MemWatch {
 #[pymethods]
 impl MemWatch {
     #[new]
-    #[pyo3(signature = (cgroup, thresholds, memsw=false, backend="auto", period=0.1, high=None, psi=None))]
+    #[pyo3(signature = (cgroup, thresholds, memsw=false, backend="auto", period=0.1, high=None, psi=None, debounce=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -519,6 +519,7 @@ impl MemWatch {
         period: f64,
         high: Option<String>,
         psi: Option<String>,
+        debounce: Option<f64>,
     ) -> PyResult<Self> {
         let parse = |what: &str, s: &str| {
             Threshold::parse(s).map_err(|e| PyValueError::new_err(format!("{what} {e}")))
@@ -539,6 +540,17 @@ impl MemWatch {
             poll_period: Duration::from_secs_f64(period),
             high: high.map(|h| parse("high", &h)).transpose()?,
             psi,
+            debounce: debounce
+                .map(|d| {
+                    if d.is_finite() && d > 0.0 && d <= 3600.0 {
+                        Ok(Duration::from_secs_f64(d))
+                    } else {
+                        Err(PyValueError::new_err(format!(
+                            "debounce {d} is not seconds above 0 and at most 3600"
+                        )))
+                    }
+                })
+                .transpose()?,
         };
         let w = py
             .detach(|| MemoryThresholdWatcher::open(&cgroup, &opts))

@@ -7,14 +7,19 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
 
-use super::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
-use super::{WatchError, WatchOptions};
+use crate::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
+use crate::{WatchError, WatchOptions};
 
 pub const USAGE: &str =
     "usage: colosched memwatch --cgroup PATH --threshold SIZE|PCT [--threshold …]
          [--memsw] [--backend auto|v1|v2|poll] [--period MS] [--high SIZE|PCT] [--psi SPEC]
-         [--direction up|down|both] [--exec CMD] [--signal SIG [--pid PID]…] [--json]
-  SIZE is bytes or 512K, 256M, 1G; PCT is a percentage of the group's limit (80%).
+         [--debounce DURATION] [--direction up|down|both] [--exec CMD] [--signal SIG [--pid PID]…]
+         [--json]
+  PATH must be a directory on a cgroup filesystem (v1 or v2).
+  SIZE is bytes or 512K, 256M, 1G; PCT is a percentage of the group's limit (80%), or, when the
+  group has none (v1: unlimited; v2: memory.max is \"max\"), of its nearest ancestor's limit.
+  --debounce 500ms|2s reports a crossing only once usage stayed on its new side that long (a
+  crossing back within it cancels the report); memory.events and PSI are not debounced.
   --psi \"some 150000 2000000\" adds a PSI trigger on memory.pressure (cgroup v2); alone, without
   --threshold, it also works on a v2 group without the memory controller.
   --exec runs `sh -c CMD` per event with COLOSCHED_THRESHOLD, COLOSCHED_THRESHOLD_BYTES,
@@ -101,6 +106,11 @@ fn parse_args(args: &[String]) -> Result<Args, String> {
                 a.opts.high = Some(Threshold::parse(&v).map_err(|e| format!("--high {e}"))?);
             }
             "--psi" => a.opts.psi = Some(value()?),
+            "--debounce" => {
+                let v = value()?;
+                a.opts.debounce =
+                    Some(crate::parse_duration(&v).map_err(|e| format!("--debounce: {e}"))?);
+            }
             "--direction" => {
                 a.direction = match value()?.as_str() {
                     "up" => Some(Direction::Up),
@@ -277,7 +287,7 @@ fn cgroup_pids(cgroup: &std::path::Path) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::memwatch::parse_size;
+    use crate::parse_size;
 
     fn args(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -291,6 +301,8 @@ mod tests {
         assert!(e(&["--cgroup", "/x", "--signal", "FOO"]).starts_with("--signal"));
         assert!(e(&["--cgroup", "/x", "--pid", "12"]).starts_with("--pid"));
         assert!(e(&["--cgroup", "/x", "--period", "0"]).starts_with("--period"));
+        assert!(e(&["--cgroup", "/x", "--debounce", "5"]).starts_with("--debounce"));
+        assert!(e(&["--cgroup", "/x", "--debounce", "0s"]).starts_with("--debounce"));
         assert!(e(&["--threshold", "1M"]).starts_with("--cgroup"));
         assert!(e(&["--cgroup"]).contains("needs a value"));
         let ok = parse_args(&args(&[

@@ -1,8 +1,11 @@
-//! The few system calls the watcher makes (eventfd, poll, pread), each wrapped once.
+//! The few system calls the watcher makes (eventfd, poll, pread, statfs), each wrapped once.
 
+use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 use std::time::Duration;
 
 /// A non-blocking, close-on-exec eventfd.
@@ -104,4 +107,36 @@ pub fn monotonic_ns() -> u64 {
     // SAFETY: ts is a valid out-pointer.
     unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `statfs(2)` f_type of cgroup v1 and cgroup v2 (include/uapi/linux/magic.h).
+pub const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
+pub const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// The filesystem type (`statfs(2)` f_type) of `path`.
+pub fn fs_type(path: &Path) -> std::io::Result<i64> {
+    let c = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(std::io::ErrorKind::InvalidInput))?;
+    // SAFETY: zeroed statfs is a valid out-buffer; c is a NUL-terminated path.
+    let mut s: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statfs(c.as_ptr(), &mut s) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(s.f_type as i64)
+}
+
+/// Refuses a directory that is not on a cgroup filesystem (v1 or v2): a copy of a cgroup's files
+/// elsewhere would take the registrations and never signal, so the watch would wait forever.
+pub fn check_cgroup_fs(dir: &Path) -> Result<(), String> {
+    let t = fs_type(dir).map_err(|e| format!("--cgroup {}: statfs: {e}", dir.display()))?;
+    if t == CGROUP_SUPER_MAGIC || t == CGROUP2_SUPER_MAGIC {
+        return Ok(());
+    }
+    Err(format!(
+        "--cgroup {}: not on a cgroup filesystem (statfs type {t:#x}, neither cgroup v1 {:#x} \
+         nor cgroup2 {:#x}): give a directory under a cgroup mount such as /sys/fs/cgroup",
+        dir.display(),
+        CGROUP_SUPER_MAGIC,
+        CGROUP2_SUPER_MAGIC
+    ))
 }

@@ -1,4 +1,4 @@
-//! `MemoryThresholdWatcher`: tells an application, before its memory cgroup's hard limit, that
+//! colosched-memwatch: `MemoryThresholdWatcher` tells an application, before its memory cgroup's hard limit, that
 //! usage crossed one of its thresholds (spec 004, the paper's memcg thresholds + eventfd).
 //!
 //! What it may touch: it reads the watched cgroup's memory files; it writes registrations into a
@@ -26,6 +26,7 @@ mod v2;
 mod watcher;
 
 pub mod cli;
+pub mod signals;
 
 use std::fmt;
 use std::fs;
@@ -119,6 +120,33 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok(bytes as u64)
 }
 
+/// `500ms`, `2s`, `1.5s`, `250us` → a duration (above 0).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit_s) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e-6)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else {
+        return Err(format!(
+            "{s:?} is not a duration like 500ms or 2s (give the unit)"
+        ));
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .ok()
+        .filter(|v: &f64| v.is_finite() && *v > 0.0)
+        .ok_or_else(|| format!("{s:?} is not a duration above 0 like 500ms or 2s"))?;
+    let secs = v * unit_s;
+    if secs > 3600.0 {
+        return Err(format!("{s:?}: at most 1 hour"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 /// Bytes in the shortest exact form (`256M`), else plain bytes.
 pub fn format_size(b: u64) -> String {
     for (suffix, m) in [
@@ -191,6 +219,9 @@ pub struct WatchOptions {
     pub high: Option<Threshold>,
     /// v2: a PSI trigger for `memory.pressure`, e.g. `some 150000 1000000`.
     pub psi: Option<String>,
+    /// Report a threshold crossing only once usage stayed on its new side this long (a crossing
+    /// back within it cancels the report). None: report every crossing at once.
+    pub debounce: Option<Duration>,
 }
 
 impl Default for WatchOptions {
@@ -202,6 +233,7 @@ impl Default for WatchOptions {
             poll_period: Duration::from_millis(100),
             high: None,
             psi: None,
+            debounce: None,
         }
     }
 }
@@ -298,6 +330,13 @@ pub fn parse_limit(text: &str) -> Result<Option<u64>, String> {
         .parse()
         .map_err(|_| format!("{text:?} is not a number of bytes or \"max\""))?;
     Ok((v < UNLIMITED).then_some(v))
+}
+
+/// Wall-clock time as Unix seconds, for events (0 if the clock is before 1970).
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 #[cfg(test)]

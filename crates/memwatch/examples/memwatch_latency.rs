@@ -6,7 +6,7 @@
 //!     memwatch_latency CGROUP THRESHOLD
 use std::io::Write;
 
-use colosched_agent::memwatch::{MemoryThresholdWatcher, Threshold, WatchOptions};
+use colosched_memwatch::{MemoryThresholdWatcher, Threshold, WatchOptions};
 
 fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {

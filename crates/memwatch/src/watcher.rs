@@ -1,14 +1,14 @@
 //! The watcher itself: opens (detects the backend, registers), waits (poll on every fd, turns
 //! wake-ups into ordered events) and undoes everything on drop. What it may touch is listed in
-//! `mod.rs`.
+//! `lib.rs`.
 
 use std::fs;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
-use super::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
+use crate::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
+use crate::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
 
 /// A threshold resolved to bytes, with the label the user gave.
 #[derive(Clone, Debug)]
@@ -59,18 +59,72 @@ pub struct MemoryThresholdWatcher {
     next_poll: Instant,
     stop: StopHandle,
     finished: bool,
+    /// `--debounce`: a crossing is reported once its side held this long.
+    debounce: Option<Duration>,
+    /// With a debounce, per line: the side last reported (`above` is the side seen last).
+    reported: Vec<bool>,
+    /// With a debounce, per line: since when `above` differs from `reported` (None: it does not).
+    pending: Vec<Option<Instant>>,
+}
+
+/// The nearest limit for percentages: the group's own `limit_file`, else the nearest ancestor's
+/// (a group without a limit is bounded by it). Returns the limit and the file it came from.
+fn effective_limit(cgroup: &Path, limit_file: &str) -> Result<(Option<u64>, PathBuf), WatchError> {
+    let own = cgroup.join(limit_file);
+    let limit = read_limit(&own).map_err(bad)?;
+    if limit.is_some() {
+        return Ok((limit, own));
+    }
+    // The cgroup root has no memory.max (v2) or an unlimited memory.limit_in_bytes (v1); above
+    // it, outside the cgroup filesystem, there is no limit file at all.
+    for dir in cgroup.ancestors().skip(1) {
+        let f = dir.join(limit_file);
+        if !f.is_file() {
+            break;
+        }
+        if let Some(l) = read_limit(&f).map_err(bad)? {
+            return Ok((Some(l), f));
+        }
+    }
+    Ok((None, own))
 }
 
 impl MemoryThresholdWatcher {
     /// Detects the backend, resolves and registers the thresholds. Nothing stays registered or
-    /// changed if it fails.
+    /// changed if it fails. The directory must be on a cgroup filesystem (v1 or v2): a directory
+    /// of regular files would take the registrations and never signal.
     pub fn open(cgroup: &Path, opts: &WatchOptions) -> Result<Self, WatchError> {
+        Self::open_on(cgroup, opts, true)
+    }
+
+    /// `open` without the filesystem check: the unit tests' fake trees are tempdirs.
+    #[cfg(test)]
+    pub(crate) fn open_fake(cgroup: &Path, opts: &WatchOptions) -> Result<Self, WatchError> {
+        Self::open_on(cgroup, opts, false)
+    }
+
+    fn open_on(cgroup: &Path, opts: &WatchOptions, check_fs: bool) -> Result<Self, WatchError> {
         let has = |f: &str| cgroup.join(f).exists();
         if !cgroup.is_dir() {
             return Err(bad(format!(
                 "--cgroup {}: no such cgroup directory",
                 cgroup.display()
             )));
+        }
+        if check_fs {
+            sys::check_cgroup_fs(cgroup).map_err(bad)?;
+        }
+        if let Some(d) = opts.debounce {
+            if d.is_zero() || d > Duration::from_secs(3600) {
+                return Err(bad("--debounce: must be above 0 and at most 1 hour".into()));
+            }
+            if opts.thresholds.is_empty() {
+                return Err(bad(
+                    "--debounce: only with --threshold (it delays threshold crossings; \
+                     memory.events counters and PSI triggers are reported as they come)"
+                        .into(),
+                ));
+            }
         }
         let v1 = has("cgroup.event_control") && has("memory.usage_in_bytes");
         let v2 = has("memory.current");
@@ -127,7 +181,8 @@ impl MemoryThresholdWatcher {
                 usage_path.display()
             )));
         }
-        let limit = read_limit(&cgroup.join(limit_file)).map_err(bad)?;
+        let (limit, limit_path) = effective_limit(cgroup, limit_file)?;
+        let own_limit = limit_path == cgroup.join(limit_file);
         if backend != Backend::V2 && (opts.high.is_some() || opts.psi.is_some()) {
             return Err(bad(
                 "--high and --psi are cgroup v2 options (use the v2 backend)".into(),
@@ -138,16 +193,20 @@ impl MemoryThresholdWatcher {
         }
         let mut lines = Vec::new();
         for t in &opts.thresholds {
-            let bytes = t
-                .resolve(limit)
-                .map_err(|e| bad(format!("--threshold {t}: {e}")))?;
+            let bytes = t.resolve(limit).map_err(|_| {
+                bad(format!(
+                    "--threshold {t}: a percentage needs a memory limit, and neither {} nor any \
+                     ancestor's {limit_file} has one",
+                    cgroup.join(limit_file).display()
+                ))
+            })?;
             if bytes == 0 {
                 return Err(bad(format!("--threshold {t}: resolves to 0 bytes")));
             }
             if let Some(l) = limit.filter(|&l| bytes > l) {
                 return Err(bad(format!(
                     "--threshold {t}: {bytes} bytes is above the group's limit of {l} bytes ({})",
-                    cgroup.join(limit_file).display()
+                    limit_path.display()
                 )));
             }
             lines.push(Line {
@@ -166,6 +225,9 @@ impl MemoryThresholdWatcher {
             backend,
             describe: String::new(),
             above: vec![false; lines.len()],
+            reported: vec![false; lines.len()],
+            pending: vec![None; lines.len()],
+            debounce: opts.debounce,
             lines,
             limit,
             usage_path,
@@ -272,6 +334,19 @@ impl MemoryThresholdWatcher {
             }
             Backend::Psi => unreachable!("a PSI-only watch is made by open_psi_only"),
         }
+        if let (false, Some(l)) = (own_limit, limit) {
+            parts.push(format!(
+                "the group has no limit of its own: the limit, and the base of percentages, is \
+                 the nearest ancestor's, {l} bytes ({})",
+                limit_path.display()
+            ));
+        }
+        if let Some(d) = w.debounce {
+            parts.push(format!(
+                "debounce {} ms: a crossing is reported once usage stayed on its new side that long",
+                d.as_secs_f64() * 1000.0
+            ));
+        }
         w.describe = parts.join("; ");
         if backend != Backend::V1 {
             // Polling compares each reading with the side it saw last: start from usage now.
@@ -280,6 +355,7 @@ impl MemoryThresholdWatcher {
                 w.above[i] = usage >= line.bytes;
             }
         }
+        w.reported.clone_from(&w.above);
         Ok(w)
     }
 
@@ -307,6 +383,9 @@ impl MemoryThresholdWatcher {
             next_poll: Instant::now(),
             stop: StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?)),
             finished: false,
+            debounce: None,
+            reported: Vec::new(),
+            pending: Vec::new(),
         })
     }
 
@@ -376,6 +455,10 @@ impl MemoryThresholdWatcher {
             let check = Instant::now() + Duration::from_secs(1);
             wake = Some(wake.map_or(check, |d| d.min(check)));
         }
+        let confirm_at = self.next_confirmation();
+        if let Some(c) = confirm_at {
+            wake = Some(wake.map_or(c, |d| d.min(c)));
+        }
         let ready = sys::poll(
             &fds,
             wake.map(|w| w.saturating_duration_since(Instant::now())),
@@ -395,16 +478,21 @@ impl MemoryThresholdWatcher {
         }
         let events_ready = self.events.is_some() && ready[events_at] != 0;
         let psi_ready = self.psi.is_some() && ready[psi_at] != 0;
-        // kernfs files (memory.events, memory.pressure) poll POLLERR once their group is being
-        // removed, and then on every call: that is the group going, not events.
-        let dead = |at: usize, open: bool| {
+        // kernfs files poll POLLERR once their group is being removed, and then on every call:
+        // that is the group going, not events. A PSI trigger polls POLLERR only then. But kernfs
+        // also signals a change of memory.events as POLLERR | POLLPRI (kernfs_generic_poll), so
+        // there only a failed read (ENODEV) means the group is gone.
+        let err = |at: usize, open: bool| {
             open && ready[at] & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
         };
-        if dead(events_at, self.events.is_some()) || dead(psi_at, self.psi.is_some()) {
+        let events_gone = err(events_at, self.events.is_some())
+            && !self.events.as_ref().is_some_and(|e| e.readable());
+        if events_gone || err(psi_at, self.psi.is_some()) {
             return Ok(self.gone());
         }
         let poll_due = self.poll_period.is_some() && Instant::now() >= self.next_poll;
-        if !(any_v1 || events_ready || psi_ready || poll_due) {
+        let confirm_due = confirm_at.is_some_and(|c| Instant::now() >= c);
+        if !(any_v1 || events_ready || psi_ready || poll_due || confirm_due) {
             // A timeout: a group removed without a wake-up (v2) is noticed here.
             if !self.cgroup.is_dir() {
                 return Ok(self.gone());
@@ -419,18 +507,37 @@ impl MemoryThresholdWatcher {
             return Ok(self.gone());
         }
         let mut out = Vec::new();
+        // With a debounce, the lines crossed in this wake-up (their side is then held, or not).
+        let mut touched = Vec::new();
+        let debounced = self.debounce.is_some();
         if let (true, Some(usage)) = (any_v1, usage) {
             for (i, up) in order_crossings(&self.above, &counts) {
                 self.above[i] = up;
-                out.push(self.crossing(i, up, usage, mono));
+                if debounced {
+                    touched.push(i);
+                } else {
+                    out.push(self.crossing(i, up, usage, mono));
+                }
             }
         }
         if let (Some(period), Some(usage)) = (self.poll_period.filter(|_| poll_due), usage) {
             self.next_poll = seen + period;
             for (i, up) in poll_crossings(&self.lines_bytes(), &self.above, usage) {
                 self.above[i] = up;
-                out.push(self.crossing(i, up, usage, mono));
+                if debounced {
+                    touched.push(i);
+                } else {
+                    out.push(self.crossing(i, up, usage, mono));
+                }
             }
+        }
+        if let (true, Some(usage)) = (debounced, usage) {
+            // A crossing (back) restarts the clock of its line; one back to the side last
+            // reported cancels it: that state did not hold.
+            for i in touched {
+                self.pending[i] = (self.above[i] != self.reported[i]).then_some(seen);
+            }
+            out.extend(self.confirm_held(Instant::now(), usage, mono));
         }
         // memory.events is also re-read on each polling tick: a change POLLPRI missed (or a fake
         // tree in tests, where regular files never signal POLLPRI) is still reported.
@@ -440,7 +547,7 @@ impl MemoryThresholdWatcher {
                 for (name, n) in diffs {
                     let bytes = match name {
                         "high" => read_limit(&self.cgroup.join("memory.high")).ok().flatten(),
-                        "max" => self.limit,
+                        "max" => read_limit(&self.cgroup.join("memory.max")).ok().flatten(),
                         _ => None,
                     };
                     out.push(self.event(name.to_string(), bytes, Direction::Event, usage, n, mono));
@@ -452,6 +559,37 @@ impl MemoryThresholdWatcher {
             out.push(self.event(label, None, Direction::Event, usage, 1, mono));
         }
         Ok(out)
+    }
+
+    /// When the earliest pending crossing will have held for the debounce.
+    fn next_confirmation(&self) -> Option<Instant> {
+        let d = self.debounce?;
+        self.pending.iter().flatten().min().map(|&since| since + d)
+    }
+
+    /// Debounce: the crossings whose new side has held since `debounce` ago, reported now (upward
+    /// ones by ascending threshold, then downward ones by descending threshold).
+    fn confirm_held(&mut self, now: Instant, usage: u64, mono: u64) -> Vec<Event> {
+        let Some(d) = self.debounce else {
+            return Vec::new();
+        };
+        let (mut ups, mut downs) = (Vec::new(), Vec::new());
+        for i in 0..self.lines.len() {
+            if self.pending[i].is_some_and(|since| now >= since + d) {
+                self.pending[i] = None;
+                self.reported[i] = self.above[i];
+                if self.above[i] {
+                    ups.push(i);
+                } else {
+                    downs.push(i);
+                }
+            }
+        }
+        downs.reverse();
+        ups.iter()
+            .map(|&i| self.crossing(i, true, usage, mono))
+            .chain(downs.iter().map(|&i| self.crossing(i, false, usage, mono)))
+            .collect()
     }
 
     fn lines_bytes(&self) -> Vec<u64> {

@@ -91,6 +91,11 @@ impl EventsWatch {
         parse_memory_events(&text).map_err(|e| format!("{}: {e}", self.path.display()))
     }
 
+    /// True while the file can be read (false once its group is removed: ENODEV).
+    pub fn readable(&self) -> bool {
+        self.read().is_ok()
+    }
+
     /// Counters that grew since the last call.
     pub fn changes(&mut self) -> Result<Vec<(&'static str, u64)>, String> {
         let now = self.read()?;
