@@ -459,28 +459,14 @@ impl Config {
     }
 }
 
-/// The filesystem types of cgroup v1 and cgroup2 (statfs(2) `f_type`).
-const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
-const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-
 /// Whether `path` is a directory of a cgroup filesystem (v1 or v2).
 pub fn is_cgroup_dir(path: &Path) -> Result<(), String> {
+    use colosched_memwatch::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if !meta.is_dir() {
         return Err(format!("{}: not a directory", path.display()));
     }
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
-        .map_err(|_| format!("{}: a NUL in the path", path.display()))?;
-    // SAFETY: statfs writes into the struct we pass; `c` is a valid C string.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statfs(c.as_ptr(), &mut st) } != 0 {
-        return Err(format!(
-            "{}: {}",
-            path.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    match st.f_type as i64 {
+    match fs_type(path).map_err(|e| format!("{}: statfs: {e}", path.display()))? {
         CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC => Ok(()),
         t => Err(format!(
             "{}: not a cgroup (filesystem type {t:#x}; cgroups live under /sys/fs/cgroup)",

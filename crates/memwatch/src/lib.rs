@@ -35,6 +35,7 @@ use std::time::Duration;
 
 pub use order::{order_crossings, poll_crossings};
 pub use psi::PsiTrigger;
+pub use sys::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 pub use v2::{parse_memory_events, MemoryEvents};
 pub use watcher::{MemoryThresholdWatcher, StopHandle};
 
