@@ -38,19 +38,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
+from colosched import _native
+
 __all__ = ["METRICS", "THESIS_ORDER", "accumulated_network", "summarize", "t_quantile_975", "write_report"]
 
-# The x-axis order of the thesis's Figs. 5-4 and 5-5 (our names; see docs/cluster-sim.md).
-THESIS_ORDER = [
-    "no_migration",
-    "coarse",
-    "fine",
-    "fine:cpu_request",
-    "fine:cpu_usage",
-    "fine:mem_usage",
-    "fine:-cpu_usage",
-    "fine:cache_misses",
-]
+# The x-axis order of the thesis's Figs. 5-4 and 5-5 (our names; see docs/cluster-sim.md): the
+# engine's list of the thesis's policies, in its order (Rust owns it), without `random`.
+THESIS_ORDER = [p for p in _native.policies() if p != "random"]
 THESIS_NAMES = {
     "no_migration": "no_migration",
     "coarse": "coarse_grained",
