@@ -314,6 +314,7 @@ def test_in_cgroup_v1_only_the_threads_in_the_be_cgroup_move(scene, agent_bin):
             "be.cgroups: /sys/fs/cgroup/cpuacct/nope: No such",
         ),
         (["[topology]", "pseudo_nodes = ['0', '4000']"], "topology.pseudo_nodes: CPU 4000 does not exist"),
+        (["[be]", "cgroups = ['/sys/fs/cgroup/cpuacct']"], "be.cgroups: /sys/fs/cgroup/cpuacct is the root"),
         (["state_file = ''"], "state_file: an empty path"),
         (["[topology]", "procfs_root = '{tmp}/proc'"], "topology.procfs_root: {tmp}/proc/stat"),
     ],

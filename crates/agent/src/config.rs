@@ -484,6 +484,14 @@ impl Config {
             .map_err(|e| format!("topology.procfs_root: {}: {e}", stat.display()))?;
         for cg in &self.be_cgroups {
             is_cgroup_dir(cg).map_err(|e| format!("be.cgroups: {e}"))?;
+            // The root of a hierarchy holds every process: the system itself is not BE.
+            if cg.parent().is_none_or(|p| is_cgroup_dir(p).is_err()) {
+                return Err(format!(
+                    "be.cgroups: {} is the root of its cgroup hierarchy (it holds every process); \
+                     give the BE group below it",
+                    cg.display()
+                ));
+            }
         }
         if let Some(lists) = &self.pseudo_nodes {
             let possible = crate::topology::cpus(&self.sysfs_root, "possible")
@@ -608,10 +616,15 @@ mod tests {
         );
         let e = with(&|c| c.be_cgroups = vec![dir.path().join("missing")]).unwrap_err();
         assert!(e.contains("missing: No such file"), "{e}");
-        // cgroup2 is mounted there on these machines (DESIGN.md).
-        let real = Path::new("/sys/fs/cgroup/unified");
-        with(&|c| c.be_cgroups = vec![real.to_path_buf()])
-            .expect("cgroup2 at /sys/fs/cgroup/unified");
+        // cgroup2 is mounted there on these machines (DESIGN.md): its root holds every process.
+        let root = Path::new("/sys/fs/cgroup/unified");
+        let e = with(&|c| c.be_cgroups = vec![root.to_path_buf()]).unwrap_err();
+        assert!(e.contains("is the root of its cgroup hierarchy"), "{e}");
+        let be = root.join(format!("colosched-test-config-{}", std::process::id()));
+        std::fs::create_dir(&be).unwrap();
+        let ok = with(&|c| c.be_cgroups = vec![be.clone()]);
+        std::fs::remove_dir(&be).unwrap();
+        ok.expect("a cgroup2 group below the root");
         let e = with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "4000".into()])).unwrap_err();
         assert!(
             e.starts_with("topology.pseudo_nodes: CPU 4000 does not exist"),
