@@ -8,45 +8,38 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use rustix::thread::CpuSet;
+
 use crate::procfs::Procfs;
 use crate::select::BeTask;
 use crate::state::{boot_ticks, SavedTask, State};
 use crate::topology::format_cpulist;
 
+/// The affinity of thread `tid` (`sched_getaffinity`: online CPUs only).
 pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
-    const WORDS: usize = std::mem::size_of::<libc::cpu_set_t>() / 8;
-    // SAFETY: cpu_set_t is a plain bit array of WORDS u64s; the kernel writes at most its size.
-    let words: [u64; WORDS] = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        std::mem::transmute(set)
-    };
-    // Word by word (testing all 1,024 bits one at a time was 5 % of a move's CPU).
-    let mut cpus = Vec::new();
-    for (i, &w) in words.iter().enumerate() {
-        let mut w = w;
-        while w != 0 {
-            cpus.push(i * 64 + w.trailing_zeros() as usize);
-            w &= w - 1;
-        }
-    }
-    Ok(cpus)
+    let set = rustix::thread::sched_getaffinity(pid_of(tid)?)?;
+    // Up to the last CPU set, not all 1,024 (testing every bit was 5 % of a move's CPU).
+    let n = set.count() as usize;
+    Ok((0..CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .take(n)
+        .collect())
 }
 
 pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
-    // SAFETY: as above; CPU_SET only touches bits below CPU_SETSIZE, which we check.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cpus.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
-            libc::CPU_SET(c, &mut set);
-        }
-        if libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
+    let mut set = CpuSet::new();
+    for &c in cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+        set.set(c);
     }
-    Ok(())
+    Ok(rustix::thread::sched_setaffinity(pid_of(tid)?, &set)?)
+}
+
+/// A thread id as the kernel takes it (ESRCH for one that cannot be a thread).
+fn pid_of(tid: i32) -> io::Result<Option<rustix::process::Pid>> {
+    match rustix::process::Pid::from_raw(tid) {
+        Some(p) => Ok(Some(p)),
+        None => Err(io::Error::from_raw_os_error(libc::ESRCH)),
+    }
 }
 
 /// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).

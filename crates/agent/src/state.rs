@@ -15,7 +15,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::{Read, Seek, Write};
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -105,13 +104,8 @@ impl Restored {
 
 /// Clock ticks after boot now: the clock of /proc's `starttime` (CLOCK_BOOTTIME).
 pub fn boot_ticks(hz: f64) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
-    ((ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9) * hz) as u64
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    ((t.tv_sec as f64 + t.tv_nsec as f64 / 1e9) * hz) as u64
 }
 
 impl State {
@@ -344,11 +338,11 @@ impl StateLock {
                 .truncate(false)
                 .open(&path)
                 .map_err(err)?;
-            // SAFETY: flock on a descriptor we own.
-            if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                let e = std::io::Error::last_os_error();
-                if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                    return Err(err(e));
+            if let Err(e) =
+                rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            {
+                if e != rustix::io::Errno::WOULDBLOCK {
+                    return Err(err(e.into()));
                 }
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
