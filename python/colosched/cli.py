@@ -105,6 +105,22 @@ SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
     ("--idle-interval", "idle_interval", {"type": positive_int, "help": "migration every N steps without"}),
     ("--placement", "placement", {"choices": ["cells", "random", "trace"]}),
     (
+        "--guards",
+        "guards",
+        {
+            "choices": ["none", "agent"],
+            "help": "agent: wrap the policy in the node agent's guards (hysteresis, no move onto a "
+            "pressured node, minimum improvement, cool-down), the same code the agent runs",
+        },
+    ),
+    (
+        "--guard-hysteresis",
+        "guard_hysteresis",
+        {"type": positive_int, "help": "looks in a row over the line"},
+    ),
+    ("--guard-min-improvement", "guard_min_improvement", {"type": float, "help": "load a move must gain"}),
+    ("--guard-cooldown-s", "guard_cooldown_s", {"type": int, "help": "seconds a moved task stays"}),
+    (
         "--overload-penalty",
         "overload_penalty",
         {"help": "per overloaded step: 'excess' (min(1, excess/cap) of the step) or a fraction"},

@@ -45,6 +45,23 @@ def test_the_thesis_profile_replays_the_real_sample(sample):
     assert ts.height == 8 * row["steps"]
 
 
+def test_the_agents_guards_wrap_any_policy_in_the_simulator(sample):
+    # The node agent's guards (colosched_core::guards, the code the agent runs) around fine: a
+    # node must stay over the line 2 looks in a row, moves need a 0.1 gain, a moved task stays
+    # 10 s. Same load as below, where fine moves; the guards hold some moves back.
+    kw = {"machines": 100, "overcommit_ratio": 0.2}
+    bare = cluster.run(sample, ["fine:mem_usage"], **kw).summary.row(0, named=True)
+    result = cluster.run(sample, ["fine:mem_usage"], guards="agent", **kw)
+    guarded = result.summary.row(0, named=True)
+    assert guarded["policy"] == "fine:mem_usage+guards"
+    assert result.params["guards"] == "agent" and result.params["guard_hysteresis"] == 2
+    assert 0 < guarded["moves"] < bare["moves"], (guarded["moves"], bare["moves"])
+    with pytest.raises(ValueError, match="guard_hysteresis: must be at least 1"):
+        cluster.run(sample, ["fine"], guards="agent", guard_hysteresis=0, **kw)
+    with pytest.raises(ValueError, match="guards"):
+        cluster.run(sample, ["fine"], guards="sometimes", **kw)
+
+
 def test_policies_move_once_nodes_reach_the_warning_line(sample):
     # A higher load (Σ request up to 2.5 per machine): the thesis's policies now move tasks.
     result = cluster.run(

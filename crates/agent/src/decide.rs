@@ -132,21 +132,12 @@ pub fn decide(
     };
     let mut p = policy;
     let planned = p.plan(&cell, &guards.limits, rng, cycle);
+    // Never onto a pressured node; leaving one needs a clear improvement (the core's guards, the
+    // very rules `sim cluster --guards agent` replays).
+    let (kept, skipped) =
+        colosched_core::guards::filter(planned, loads, over, guards.min_improvement);
     let mut moved = vec![false; tasks.len()];
-    let mut skipped = 0;
-    for m in planned {
-        // Never onto a pressured node. Leaving a pressured node needs a clear improvement (no
-        // ping-pong between two busy nodes); gathering from a calm one must not make things worse.
-        let gain = loads[m.from] - loads[m.to];
-        let needed = if over[m.from] {
-            guards.min_improvement
-        } else {
-            0.0
-        };
-        if over[m.to] || gain < needed {
-            skipped += 1;
-            continue;
-        }
+    for m in kept {
         let t = &tasks[m.task as usize];
         moved[m.task as usize] = true;
         d.moves.push(Planned {

@@ -126,6 +126,15 @@ pub fn simulate(
         Placement::Cells | Placement::Random => cfg.machines,
     };
     cfg.check().map_err(SimError::Config)?;
+    // The node agent's guards around the policy, when asked for (the same code the agent runs).
+    let mut guarded;
+    let planner: &mut dyn Planner = match cfg.agent_guards() {
+        Some(g) => {
+            guarded = colosched_core::Guarded::new(planner, g);
+            &mut guarded
+        }
+        None => planner,
+    };
     if machines == 0 {
         return Err(SimError::Config(
             "placement trace: the trace has no SCHEDULE events, so no machines".into(),
@@ -295,12 +304,12 @@ impl Sim<'_> {
     ) -> Result<[u32; 3], SimError> {
         let size = self.cfg.cell_size;
         let mut counts = [0; 3];
-        for base in (0..self.machines.len()).step_by(size) {
+        for (at, base) in (0..self.machines.len()).step_by(size).enumerate() {
             let end = (base + size).min(self.machines.len());
             if !self.fill_cell(cell, base..end) {
                 continue;
             }
-            let moves = planner.plan(cell, &self.cfg.limits, rng, cycle);
+            let moves = planner.plan_at(at, cell, &self.cfg.limits, rng, cycle);
             for m in &moves {
                 self.apply(cell, base, m, t)
                     .map_err(|msg| SimError::Planner {

@@ -140,6 +140,25 @@ pub struct Config {
     pub seed: u64,
     /// Keep per-step aggregates (one row per step) for the time series and figures.
     pub keep_series: bool,
+    /// Wrap the policy in the node agent's guards (`colosched_core::guards`): a node is pressured
+    /// at `warning_threshold` after `guard_hysteresis` looks in a row, a move off it must gain
+    /// `guard_min_improvement`, none goes onto it, a moved task stays `guard_cooldown_s`.
+    pub guards: bool,
+    pub guard_hysteresis: u32,
+    pub guard_min_improvement: f64,
+    pub guard_cooldown_s: u32,
+}
+
+impl Config {
+    /// The agent's guards in the simulator's units (cool-down in steps), if they are on.
+    pub fn agent_guards(&self) -> Option<colosched_core::Guards> {
+        self.guards.then(|| colosched_core::Guards {
+            threshold: self.limits.warning_threshold,
+            hysteresis: self.guard_hysteresis,
+            min_improvement: self.guard_min_improvement,
+            cooldown: u64::from(self.guard_cooldown_s.div_ceil(self.step_s.max(1))),
+        })
+    }
 }
 
 impl Default for Config {

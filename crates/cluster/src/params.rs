@@ -60,6 +60,12 @@ impl Profile {
             bandwidth_mbit_s: None,
             seed: 1,
             keep_series: true,
+            // The agent's defaults (crates/agent/src/config.rs): hysteresis 2, min_improvement
+            // 0.1, cooldown_s 10.
+            guards: false,
+            guard_hysteresis: 2,
+            guard_min_improvement: 0.1,
+            guard_cooldown_s: 10,
         };
         match self {
             Profile::Thesis => thesis,
@@ -91,6 +97,7 @@ pub enum Param {
 /// Named values of the choice parameters.
 const ADMISSION: [(&str, Admission); 2] =
     [("request", Admission::Request), ("usage", Admission::Usage)];
+const GUARDS: [(&str, bool); 2] = [("none", false), ("agent", true)];
 const QUEUE: [(&str, Queue); 2] = [("backfill", Queue::Backfill), ("fifo", Queue::Fifo)];
 const PLACEMENT: [(&str, Placement); 3] = [
     ("cells", Placement::Cells),
@@ -237,6 +244,10 @@ impl Config {
             "bandwidth_mbit_s" => self.bandwidth_mbit_s = optional_float(key, value)?,
             "seed" => self.seed = int::<i64>(key, value)? as u64,
             "keep_series" => self.keep_series = boolean(key, value)?,
+            "guards" => self.guards = choose(key, value, &GUARDS)?,
+            "guard_hysteresis" => self.guard_hysteresis = int(key, value)?,
+            "guard_min_improvement" => self.guard_min_improvement = float(key, value)?,
+            "guard_cooldown_s" => self.guard_cooldown_s = int(key, value)?,
             other => {
                 return Err(format!(
                     "unknown simulator parameter {other:?}; known: {}",
@@ -312,6 +323,10 @@ impl Config {
             ("bandwidth_mbit_s", opt(self.bandwidth_mbit_s)),
             ("seed", i(self.seed as i64)),
             ("keep_series", Param::Bool(self.keep_series)),
+            ("guards", t(name_of(&GUARDS, &self.guards))),
+            ("guard_hysteresis", i(i64::from(self.guard_hysteresis))),
+            ("guard_min_improvement", f(self.guard_min_improvement)),
+            ("guard_cooldown_s", i(i64::from(self.guard_cooldown_s))),
         ]
     }
 
@@ -334,6 +349,15 @@ impl Config {
         }
         if self.cell_size == 0 {
             return Err("cell_size: must be at least 1".into());
+        }
+        if self.guard_hysteresis == 0 {
+            return Err("guard_hysteresis: must be at least 1".into());
+        }
+        if !(self.guard_min_improvement >= 0.0 && self.guard_min_improvement.is_finite()) {
+            return Err(format!(
+                "guard_min_improvement: must be ≥ 0, got {}",
+                self.guard_min_improvement
+            ));
         }
         for (key, x) in [
             ("step_s", self.step_s),

@@ -5,10 +5,12 @@
 //! moves. Nothing here reads a file or a clock: the simulator builds cells from trace state, the
 //! agent builds one from /proc and /sys, and both call the same `plan`.
 
+pub mod guards;
 pub mod metrics;
 pub mod policy;
 pub mod rng;
 
+pub use guards::{Guarded, Guards};
 pub use metrics::gini;
 pub use policy::{Limits, MigratableCpu, Order, Planner, Policy};
 pub use rng::Rng;

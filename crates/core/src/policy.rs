@@ -38,8 +38,9 @@ pub struct Limits {
     /// At most this many moves per cell per cycle.
     pub max_moves: usize,
     /// A receiver may end at most at its sender's load (as well as under the warning line), for
-    /// coarse as for fine (`can_hold`). The node agent turns it off: its loads are LC pressure,
-    /// which elastic BE tasks do not add to, and it applies its own no-overshoot rule on them.
+    /// coarse as for fine (`can_hold`). Off where loads do not include what moves (loads that
+    /// measure pressure from other work, which elastic tasks do not add to): `guards::filter`'s
+    /// improvement rule then keeps moves from overshooting.
     pub cap_at_source_load: bool,
 }
 
@@ -128,6 +129,39 @@ pub enum Policy {
 pub trait Planner {
     fn name(&self) -> String;
     fn plan(&mut self, cell: &Cell, limits: &Limits, rng: &mut Rng, cycle: u64) -> Vec<Move>;
+    /// `plan` for the cell at place `at` of the cycle (the simulator's cell index), for a
+    /// planner that keeps something per cell (`guards::Guarded`); others ignore it.
+    fn plan_at(
+        &mut self,
+        at: usize,
+        cell: &Cell,
+        limits: &Limits,
+        rng: &mut Rng,
+        cycle: u64,
+    ) -> Vec<Move> {
+        let _ = at;
+        self.plan(cell, limits, rng, cycle)
+    }
+}
+
+/// A planner borrowed is a planner (so a wrapper such as `Guarded` can hold `&mut dyn Planner`).
+impl<P: Planner + ?Sized> Planner for &mut P {
+    fn name(&self) -> String {
+        (**self).name()
+    }
+    fn plan(&mut self, cell: &Cell, limits: &Limits, rng: &mut Rng, cycle: u64) -> Vec<Move> {
+        (**self).plan(cell, limits, rng, cycle)
+    }
+    fn plan_at(
+        &mut self,
+        at: usize,
+        cell: &Cell,
+        limits: &Limits,
+        rng: &mut Rng,
+        cycle: u64,
+    ) -> Vec<Move> {
+        (**self).plan_at(at, cell, limits, rng, cycle)
+    }
 }
 
 /// The 8 policies of the thesis's Fig. 5-4, in its x-axis order.
