@@ -433,15 +433,15 @@ pub fn remove_state(path: &Path) -> Result<(), String> {
 
 /// The directory of `cgroup` that has `file` of `controller`: the cgroup itself (cgroup2, or a
 /// v1 path in that controller's hierarchy), else the same path in the v1 `controller` hierarchy
-/// (here cpu, cpuacct and cpuset are mounted separately, so /sys/fs/cgroup/cpu/be has a twin
-/// /sys/fs/cgroup/cpuset/be when the operator made one).
-pub fn controller_dir(cgroup: &Path, controller: &str, file: &str) -> Option<PathBuf> {
+/// under `root` (the cgroup mounts, /sys/fs/cgroup): with cpu, cpuacct and cpuset mounted
+/// separately, <root>/cpu/be has a twin <root>/cpuset/be when the operator made one.
+pub fn controller_dir(root: &Path, cgroup: &Path, controller: &str, file: &str) -> Option<PathBuf> {
     if cgroup.join(file).exists() {
         return Some(cgroup.to_path_buf());
     }
-    let rest = cgroup.to_str()?.strip_prefix("/sys/fs/cgroup/")?;
-    let rel = rest.split_once('/').map_or("", |(_, rel)| rel);
-    let dir = Path::new("/sys/fs/cgroup").join(controller).join(rel);
+    let rest = cgroup.strip_prefix(root).ok()?;
+    let rel = rest.iter().skip(1).collect::<PathBuf>();
+    let dir = root.join(controller).join(rel);
     dir.join(file).exists().then_some(dir)
 }
 
@@ -466,6 +466,32 @@ mod tests {
         assert_eq!(
             e.report_new(&mut seen),
             ["1 selector error(s), the last: /x/cgroup.procs: gone"]
+        );
+    }
+
+    #[test]
+    fn a_v1_twin_in_another_controllers_hierarchy() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("cpu/be")).unwrap();
+        std::fs::create_dir_all(root.join("cpuset/be")).unwrap();
+        std::fs::write(root.join("cpuset/be/cpuset.cpus"), "0-1").unwrap();
+        let be = root.join("cpu/be");
+        let twin = controller_dir(root, &be, "cpuset", "cpuset.cpus");
+        assert_eq!(twin, Some(root.join("cpuset/be")));
+        assert_eq!(
+            controller_dir(root, &be, "cpuacct", "cpuacct.usage_percpu"),
+            None
+        );
+        let own = controller_dir(root, &root.join("cpuset/be"), "cpuset", "cpuset.cpus");
+        assert_eq!(
+            own,
+            Some(root.join("cpuset/be")),
+            "the cgroup itself has it"
+        );
+        assert_eq!(
+            controller_dir(Path::new("/elsewhere"), &be, "cpuset", "cpuset.cpus"),
+            None
         );
     }
 

@@ -279,18 +279,19 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
             Ok(0)
         }
         Cmd::Restore { config, state_file } => {
-            let path = match (state_file, config) {
-                (Some(p), _) => p,
-                (None, Some(config)) => {
+            // The roots and the state file from the config if one is given; --state-file wins.
+            let c = match config {
+                Some(config) => {
                     let common = Common {
                         config,
                         be_cgroups: Vec::new(),
                         policy: None,
                     };
-                    load_config(&common, &Overrides::default())?.state_file
+                    load_config(&common, &Overrides::default())?
                 }
-                (None, None) => unreachable!("clap requires one of them"),
+                None => Config::default(),
             };
+            let path = state_file.unwrap_or(c.state_file.clone());
             let nothing = || {
                 println!("nothing to restore: {} does not exist", path.display());
                 Ok(0)
@@ -304,8 +305,8 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
                 return nothing(); // its agent put everything back meanwhile
             }
             let state = State::load(&path).map_err(Failure::Runtime)?;
-            let offline = crate::topology::offline_cpus(std::path::Path::new("/sys"));
-            let r = state.restore(&crate::procfs::Procfs::new("/proc"), &offline);
+            let offline = crate::topology::offline_cpus(&c.sysfs_root);
+            let r = state.restore(&crate::procfs::Procfs::new(&c.procfs_root), &offline);
             r.settle(&path).map_err(Failure::Runtime)?;
             println!("{}", r.summary());
             for msg in r.errors.last.values() {

@@ -30,6 +30,8 @@ pub struct Config {
     pub pseudo_nodes: Option<Vec<String>>,
     pub procfs_root: PathBuf,
     pub sysfs_root: PathBuf,
+    /// Where the cgroup hierarchies are mounted (v1 controllers as <root>/<controller>).
+    pub cgroup_root: PathBuf,
     pub sensor: SensorKind,
     /// `None` = the sensor's default (steal 50 ticks, busy 0.5, psi 10 %).
     pub threshold: Option<f64>,
@@ -64,6 +66,7 @@ impl Default for Config {
             pseudo_nodes: None,
             procfs_root: PathBuf::from("/proc"),
             sysfs_root: PathBuf::from("/sys"),
+            cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             sensor: SensorKind::Auto,
             threshold: None,
             hysteresis: 2,
@@ -168,7 +171,10 @@ const KNOWN: &[(&str, &[&str])] = &[
             "metrics",
         ],
     ),
-    ("topology", &["pseudo_nodes", "procfs_root", "sysfs_root"]),
+    (
+        "topology",
+        &["pseudo_nodes", "procfs_root", "sysfs_root", "cgroup_root"],
+    ),
     (
         "sensor",
         &[
@@ -360,6 +366,9 @@ impl Config {
         }
         if let Some(r) = topo.str("sysfs_root")? {
             c.sysfs_root = PathBuf::from(r);
+        }
+        if let Some(r) = topo.str("cgroup_root")? {
+            c.cgroup_root = PathBuf::from(r);
         }
         c.sensor = match sensor.str("kind")? {
             None | Some("auto") => SensorKind::Auto,

@@ -170,7 +170,7 @@ impl Agent {
             cfg.be_cgroups
                 .iter()
                 .map(|cg| {
-                    controller_dir(cg, "cpuset", "cpuset.cpus").ok_or_else(|| {
+                    controller_dir(&cfg.cgroup_root, cg, "cpuset", "cpuset.cpus").ok_or_else(|| {
                         format!(
                             "actuator.mode: {} has no cpuset.cpus (and no v1 cpuset twin)",
                             cg.display()
@@ -190,7 +190,7 @@ impl Agent {
         let acct: Vec<Option<PathBuf>> = cfg
             .be_cgroups
             .iter()
-            .map(|cg| controller_dir(cg, "cpuacct", "cpuacct.usage_percpu"))
+            .map(|cg| controller_dir(&cfg.cgroup_root, cg, "cpuacct", "cpuacct.usage_percpu"))
             .collect();
         let thread_lists = if only_cgroups {
             (cfg.be_cgroups.iter())
