@@ -143,6 +143,38 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, String> {
     })
 }
 
+/// The scheduler's counters of one thread, from /proc/<pid>/task/<tid>/schedstat
+/// (`CONFIG_SCHED_INFO`): time on the CPU and time runnable on a run queue without it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    /// Time it ran, ns.
+    pub run_ns: u64,
+    /// Time it waited on a run queue (runnable, not running), ns: `run_delay`.
+    pub wait_ns: u64,
+    /// Times it was given a CPU (`pcount`).
+    pub slices: u64,
+}
+
+/// Parses a schedstat line: `run_ns wait_ns timeslices`.
+pub fn parse_schedstat(text: &str) -> Result<SchedStat, String> {
+    let mut f = text.split_ascii_whitespace().map(|w| {
+        w.parse::<u64>()
+            .map_err(|_| format!("bad number {w:?} in schedstat"))
+    });
+    let mut next = |what: &str| {
+        f.next()
+            .unwrap_or_else(|| Err(format!("schedstat: {what} missing")))
+    };
+    let run_ns = next("run time")?;
+    let wait_ns = next("wait time")?;
+    let slices = next("timeslices")?;
+    Ok(SchedStat {
+        run_ns,
+        wait_ns,
+        slices,
+    })
+}
+
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
 
@@ -210,6 +242,27 @@ impl Procfs {
         let path = self.root.join(format!("{pid}/task/{tid}/stat"));
         read_into(&path, buf).ok()?;
         parse_task_stat(buf).ok()
+    }
+
+    /// /proc/<pid>/task/<tid>/schedstat; `None` if the task is gone or the file is malformed.
+    pub fn task_schedstat(&self, pid: i32, tid: i32, buf: &mut String) -> Option<SchedStat> {
+        let path = self.root.join(format!("{pid}/task/{tid}/schedstat"));
+        read_into(&path, buf).ok()?;
+        parse_schedstat(buf).ok()
+    }
+
+    /// Whether the kernel keeps per-thread run-queue wait (`CONFIG_SCHED_INFO`; without it every
+    /// schedstat file reads `0 0 0`). On the real /proc: this thread is running, so it was given
+    /// a CPU at least once (its run time may not be accounted yet: a fresh thread reads
+    /// `0 0 1`). A fake tree is taken to have it (its tests write the files).
+    pub fn has_sched_info(&self) -> bool {
+        if !is_real(&self.root) {
+            return true;
+        }
+        fs::read_to_string(self.root.join("thread-self/schedstat"))
+            .ok()
+            .and_then(|t| parse_schedstat(&t).ok())
+            .is_some_and(|s| s.slices > 0)
     }
 
     /// /proc/<pid>/stat (the whole process: utime/stime summed over its threads), from the file
@@ -392,6 +445,48 @@ mod tests {
         assert!(parse_stat("cpu0 1 2\n").unwrap_err().contains("line 1"));
         assert!(parse_stat("cpu0 1 x 3 4\n").is_err());
         assert!(parse_stat("intr 1\n").is_err());
+    }
+
+    #[test]
+    fn schedstat_parses_and_names_what_is_missing() {
+        let s = parse_schedstat("1500 250 7\n").unwrap();
+        assert_eq!((s.run_ns, s.wait_ns, s.slices), (1500, 250, 7));
+        assert_eq!(
+            parse_schedstat("1500 250").unwrap_err(),
+            "schedstat: timeslices missing"
+        );
+        assert_eq!(
+            parse_schedstat("").unwrap_err(),
+            "schedstat: run time missing"
+        );
+        assert!(parse_schedstat("1 x 3").unwrap_err().contains("\"x\""));
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let d = dir.path().join("7/task/8");
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("schedstat"), "10 20 3\n").unwrap();
+        assert_eq!(
+            p.task_schedstat(7, 8, &mut String::new()),
+            Some(SchedStat {
+                run_ns: 10,
+                wait_ns: 20,
+                slices: 3
+            })
+        );
+        assert_eq!(p.task_schedstat(7, 9, &mut String::new()), None, "gone");
+    }
+
+    #[test]
+    fn this_kernel_keeps_run_queue_wait_per_thread() {
+        // CONFIG_SCHED_INFO: the agent's LC wait needs it. Our own thread has run.
+        let p = Procfs::new("/proc");
+        assert!(
+            p.has_sched_info(),
+            "/proc/thread-self/schedstat reads 0 0 0"
+        );
+        let me = std::process::id() as i32;
+        let s = p.task_schedstat(me, me, &mut String::new()).unwrap();
+        assert!(s.slices > 0 && s.run_ns > 0, "{s:?}");
     }
 
     #[test]
