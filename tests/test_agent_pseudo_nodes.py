@@ -322,12 +322,16 @@ def test_plan_once_json_and_metrics(scene, agent_bin):
     assert plan["nodes"][0]["load"] > 0.3, "the LC hog loads node 0"
     assert plan["moves"], plan
     assert set(plan["moves"][0]) >= {"pid", "comm", "from_node", "to_node", "reason"}
+    # LC demand, apart: plan --once measures the LC wait from its first sample.
+    node0 = plan["nodes"][0]
+    assert node0["wait"] is not None and abs(node0["load"] - node0["usage"] - node0["wait"]) < 1e-9, node0
     assert mask(scene.be[0].pid) == "0-1", "plan changes nothing"
 
     agent = scene.start_agent("--metrics", "127.0.0.1:19464")
     scene.wait_masks("1", timeout=2 * INTERVAL + 0.3)
     body = urllib.request.urlopen("http://127.0.0.1:19464/metrics", timeout=5).read().decode()
     assert 'colosched_agent_node_load{node="0",sensor="busy"}' in body
+    assert 'colosched_agent_node_lc_usage{node="0"}' in body
     assert "colosched_agent_moves_total{reason=" in body
     assert "colosched_agent_cycle_duration_seconds_count" in body
     agent.send_signal(signal.SIGTERM)
@@ -523,7 +527,8 @@ def test_psi_sensor_reads_the_lc_cgroups_cpu_pressure(scene, agent_bin):
 def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bin):
     """Without a cgroup, the busy sensor reads each BE thread's CPU time and charges it to the
     node it runs on. With the hogs pinned (no hopping) the split is exact: on CPU 0 an LC hog and
-    a BE hog share the CPU, so node 0's LC load is about one half; CPU 1 runs only BE work."""
+    a BE hog share the CPU, so node 0's LC usage is about one half, and the LC hog waits the other
+    half (its demand, the load, is about 1); CPU 1 runs only BE work."""
     procs = [subprocess.Popen(["taskset", "-c", "0", "sh", "-c", HOG])]
     try:
         procs += [subprocess.Popen(["taskset", "-c", c, "sh", "-c", HOG]) for c in ("0", "1")]
@@ -546,9 +551,11 @@ def test_per_thread_attribution_when_be_comes_from_a_pid_file(tmp_path, agent_bi
             timeout=30,
         )
         assert r.returncode == 0, r.stderr
-        loads = [n["load"] for n in json.loads(r.stdout)["nodes"]]
-        assert 0.3 < loads[0] < 0.7, loads
-        assert loads[1] < 0.2, f"node 1 runs only BE work (and whatever else this machine runs): {loads}"
+        nodes = json.loads(r.stdout)["nodes"]
+        usage, wait = [n["usage"] for n in nodes], [n["wait"] for n in nodes]
+        assert 0.3 < usage[0] < 0.7, nodes
+        assert 0.3 < wait[0] < 0.7 and abs(nodes[0]["load"] - usage[0] - wait[0]) < 1e-9, nodes
+        assert usage[1] < 0.2, f"node 1 runs only BE work (and whatever else this machine runs): {nodes}"
     finally:
         for p in procs:
             p.kill()

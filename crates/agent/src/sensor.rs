@@ -87,7 +87,10 @@ struct LcWait {
 }
 
 impl LcWait {
-    fn stop(&mut self) {
+    fn stop(&mut self, procfs: &Procfs) {
+        if self.since_refresh.is_some() {
+            procfs.keep_schedstat_files(|_| false);
+        }
         self.threads.clear();
         self.total.clear();
         self.since_refresh = None;
@@ -119,6 +122,8 @@ impl LcWait {
                 }
             }
             self.threads = now;
+            // The kept schedstat files of threads gone or no longer LC are closed.
+            procfs.keep_schedstat_files(|tid| self.threads.contains_key(&tid));
             self.since_refresh = Some(0);
         } else {
             self.since_refresh = self.since_refresh.map(|n| n + 1);
@@ -476,7 +481,7 @@ impl Sensor {
         let wait = if self.lc_wait_due(self.count) && can_list {
             Some(self.lc_wait.sample(procfs, topo, be_pids, refresh))
         } else {
-            self.lc_wait.stop();
+            self.lc_wait.stop(procfs);
             None
         };
         self.count += 1;
