@@ -199,7 +199,7 @@ impl SensorKind {
             ),
             SensorKind::Auto => (
                 SensorKind::Busy,
-                "auto: not a VM (no hypervisor CPU flag), so LC CPU time is the signal".into(),
+                "auto: not a VM (no hypervisor CPU flag), so LC demand (CPU time + run-queue wait) is the signal".into(),
             ),
             k => (k, "set in the config".into()),
         }
