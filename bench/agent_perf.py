@@ -4,6 +4,7 @@ reaction time to an LC load step, and resident memory, with 1,000 BE processes (
     .venv/bin/python bench/agent_perf.py [--agent PATH] [--procs 1000] [--threads 3]
         [--selectors cgroup,pidfile] [--actuators affinity,cpuset] [--intervals 0.5]
         [--steps 10] [--repeats 5] [--quiet-s 15] [--quiet-sensors steal] [--baseline-only]
+        [--compare OLD_AGENT [--rounds 2] [--be-running]]
 
 Needs root (it changes other processes' affinities and makes cgroups), 2+ CPUs and gcc. The
 machine is split into two pseudo-nodes, "0" and "1" (one CPU each). What it does:
@@ -26,6 +27,11 @@ machine is split into two pseudo-nodes, "0" and "1" (one CPU each). What it does
      which other work loaded both nodes alike (the agent rightly stays) is "void", not a miss;
    - the agent's VmHWM/VmRSS at the end;
    then quiet-only sessions with --quiet-sensors (steal: a cycle without any BE CPU accounting).
+4. --compare OLD_AGENT: a paired comparison in one run. Every session above runs for the old
+   binary and for --agent, alternating (old, new, new, old, ... over --rounds rounds), and a table
+   gives each cycle class's median CPU per binary and their ratio. --be-running adds, per binary
+   and round, a quiet-only session with one more BE process spinning on node 1 (a cgroup member
+   and in the pid file): cycles in which BE runs, which the agent's LC-wait measurement costs.
 
 Prints a table per section and writes bench/.work/agent_perf/result-<time>.json (and result.json).
 Every child (BE processes, hog, agent) is killed and every cgroup removed on exit, Ctrl-C included.
@@ -201,6 +207,36 @@ def spawn_be(children: Children, exe: Path, procs: int, threads: int) -> tuple[l
     pids = [int(x) for x in pidfile.read_text().split()]
     tids = [int(t) for pid in pids for t in os.listdir(f"/proc/{pid}/task")]
     return pids, tids
+
+
+def start_be_spinner(children: Children, cgroup: Path | None) -> subprocess.Popen:
+    """One more BE process, spinning on node 1: a member of the BE cgroup (and its cpuacct and
+    cpuset twins) and the last line of the pid file, so either selector takes it for BE."""
+    sp = children.start(["taskset", "-c", NODES[1], "sh", "-c", "while :; do :; done"])
+    deadline = time.monotonic() + 5
+    while os.sched_getaffinity(sp.pid) != cpuset(NODES[1]):  # taskset pins itself, then execs
+        if time.monotonic() > deadline:
+            raise RuntimeError("the BE spinner was never pinned")
+        time.sleep(0.01)
+    if cgroup is not None:
+        for ctl in ("cpu", "cpuacct", "cpuset"):
+            procs = Path("/sys/fs/cgroup") / ctl / cgroup.name / "cgroup.procs"
+            if procs.exists():
+                procs.write_text(f"{sp.pid}\n")
+    pidfile = WORK / "be.pids"
+    tmp = pidfile.with_suffix(".tmp")
+    tmp.write_text(pidfile.read_text() + f"{sp.pid}\n")
+    tmp.rename(pidfile)
+    return sp
+
+
+def stop_be_spinner(children: Children, sp: subprocess.Popen) -> None:
+    children.stop(sp, signal.SIGKILL)
+    pidfile = WORK / "be.pids"
+    lines = [x for x in pidfile.read_text().splitlines() if x.strip() != str(sp.pid)]
+    tmp = pidfile.with_suffix(".tmp")
+    tmp.write_text("".join(f"{x}\n" for x in lines))
+    tmp.rename(pidfile)
 
 
 def make_cgroup(children: Children, pids: list[int]) -> Path:
@@ -405,9 +441,13 @@ def agent_session(
     actuator: str = "affinity",
     sensor: str = "busy",
     n_steps: int = 0,
+    be_spin: bool = False,
+    agent_label: str = "",
 ) -> dict:
-    """One `colosched-agent run`: quiet cycles, then n_steps LC load steps (busy sensor only)."""
-    tag = f"{sensor}-{selector}-{actuator}-{interval:g}s"
+    """One `colosched-agent run`: quiet cycles, then n_steps LC load steps (busy sensor only).
+    With be_spin, one more BE process spins on node 1 throughout (quiet cycles only)."""
+    tag = f"{sensor}-{selector}-{actuator}-{interval:g}s" + ("-bespin" if be_spin else "")
+    tag += f"-{agent_label}" if agent_label else ""
     port = free_port()
     config = WORK / f"agent-{tag}.toml"
     files = write_config(config, interval, sensor, selector, actuator, cgroup, port, tag)
@@ -415,13 +455,18 @@ def agent_session(
     if rc != 0:
         raise RuntimeError(f"check-config rejected {config}: {err.strip()}")
     res: dict = {"interval_s": interval, "sensor": sensor, "selector": selector, "actuator": actuator}
-    res["label"] = f"{sensor}, {selector}, {actuator}, {interval:g} s"
+    res["label"] = f"{sensor}, {selector}, {actuator}, {interval:g} s" + (", BE running" if be_spin else "")
+    res["config_label"] = res["label"]
+    if agent_label:
+        res["agent_label"] = agent_label
+        res["label"] += f" [{agent_label}]"
     res["config"] = str(config.relative_to(REPO))
     if interval == args.intervals[0] and n_steps:
         res["plan_once"] = bench_plan(agent, config, args.repeats, len(pids))
 
     # The BE tasks start unpinned, as they would on a real machine.
     set_all(tids, cpuset(",".join(NODES)))
+    spinner = start_be_spinner(children, cgroup) if be_spin else None
     # The LC hog exists from the start but is stopped: SIGCONT is a load step with no exec latency.
     hog = children.start([str(be_exe), "hog", "0"])
     os.waitpid(hog.pid, os.WUNTRACED)  # it stops itself once pinned: no race with our re-pinning
@@ -665,6 +710,8 @@ def agent_session(
     finally:
         res["agent_exit"] = children.stop(ag)
         children.stop(hog, signal.SIGKILL)
+        if spinner is not None:
+            stop_be_spinner(children, spinner)
         out.close()
     # SIGTERM makes the agent restore what it changed: every BE thread back to its mask from
     # before the session (all CPUs, set above).
@@ -716,6 +763,7 @@ def classify_cycles(entries: list[dict], procs: int) -> dict:
     for k, xs in classes.items():
         xs.sort()
         out[k] = {
+            "values": xs,
             "n": len(xs),
             "median": median(xs),
             "p90": xs[int(0.9 * (len(xs) - 1))] if xs else None,
@@ -972,6 +1020,71 @@ def summarise(result: dict) -> dict:
     return {"rows": rows}
 
 
+def paired_sessions(
+    children: Children,
+    args: argparse.Namespace,
+    be_exe: Path,
+    pids: list[int],
+    tids: list[int],
+    cgroup: Path | None,
+    selectors: list[str],
+    actuators: list[str],
+) -> list[dict]:
+    """--compare: each configuration's session for the old and the new binary, in alternating
+    order (old, new; then new, old; ...), so drift in the machine's load hits both alike."""
+    binaries = [("old", args.compare), ("new", args.agent)]
+    configs = []
+    for sel in selectors:
+        for act in actuators:
+            if act == "cpuset" and sel != "cgroup":
+                continue
+            configs.append({"selector": sel, "actuator": act, "n_steps": args.steps})
+            if args.be_running:
+                configs.append({"selector": sel, "actuator": act, "n_steps": 0, "be_spin": True})
+    sessions = []
+    for r in range(args.rounds):
+        for cfg in configs:
+            for label, path in binaries if r % 2 == 0 else binaries[::-1]:
+                kw = {"interval": args.intervals[0], "agent_label": label, **cfg}
+                print(f"round {r + 1}, {label} agent: busy sensor, {cfg}", flush=True)
+                sessions.append(agent_session(children, path, be_exe, pids, tids, args, cgroup, **kw))
+    return sessions
+
+
+def paired_report(result: dict) -> None:
+    """Median cycle CPU per class (every logged cycle of every round pooled), old against new."""
+    by: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for s in result["sessions"]:
+        pool = by.setdefault((s["config_label"], s["agent_label"]), {k: [] for k in CYCLE_CLASSES})
+        for k in CYCLE_CLASSES:
+            pool[k] += s["cycle_classes"][k]["values"]
+    rows = []
+    for config in dict.fromkeys(c for c, _ in by):
+        old, new = by.get((config, "old")), by.get((config, "new"))
+        if old is None or new is None:
+            continue
+        for k in ("idle", "steady", "move"):
+            mo, mn = median(old[k]), median(new[k])
+            if mo is None or mn is None:
+                continue
+            rows.append(
+                [
+                    config,
+                    k,
+                    f"{fmt(mo, 3)} ms, n={len(old[k])}",
+                    f"{fmt(mn, 3)} ms, n={len(new[k])}",
+                    f"{mn / mo:.2f}",
+                ]
+            )
+    result["paired"] = rows
+    table(
+        f"Paired: cycle CPU (median of every logged cycle), old {result['compare']['old']} against new "
+        f"{result['compare']['new']}, {result['compare']['rounds']} round(s)",
+        ["configuration", "cycle", "old", "new", "new / old"],
+        rows,
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--agent", type=Path, default=DEFAULT_AGENT)
@@ -995,6 +1108,11 @@ def main() -> int:
         "--quiet-sensors", default="steal", help="extra sessions, quiet cycles only, with these sensors"
     )
     ap.add_argument("--baseline-only", action="store_true", help="no agent: spawner + shell baseline")
+    ap.add_argument("--compare", type=Path, help="an older agent binary: paired sessions, old and --agent")
+    ap.add_argument("--rounds", type=int, default=2, help="with --compare: rounds of (old, new) sessions")
+    ap.add_argument(
+        "--be-running", action="store_true", help="with --compare: also quiet sessions with BE spinning"
+    )
     args = ap.parse_args()
     args.intervals = [float(x) for x in args.intervals.split(",")]
 
@@ -1010,6 +1128,12 @@ def main() -> int:
         return 2
     if not args.baseline_only and not os.access(args.agent, os.X_OK):
         print(f"no agent binary at {args.agent} (make agent-static), or use --baseline-only", file=sys.stderr)
+        return 2
+    if args.compare is not None and not os.access(args.compare, os.X_OK):
+        print(f"--compare: no agent binary at {args.compare}", file=sys.stderr)
+        return 2
+    if args.rounds < 1:
+        print("--rounds: must be at least 1", file=sys.stderr)
         return 2
     WORK.mkdir(parents=True, exist_ok=True)
     # SIGTERM (e.g. from a CI timeout) unwinds like Ctrl-C, so the finally below always runs.
@@ -1049,7 +1173,12 @@ def main() -> int:
         cgroup = make_cgroup(children, pids) if "cgroup" in selectors else None
 
         result["baseline"] = bench_baseline(tids, args.repeats)
-        if not args.baseline_only:
+        if args.compare is not None and not args.baseline_only:
+            result["compare"] = {"old": str(args.compare), "new": str(args.agent), "rounds": args.rounds}
+            result["sessions"] = paired_sessions(
+                children, args, be_exe, pids, tids, cgroup, selectors, actuators
+            )
+        elif not args.baseline_only:
             result["sessions"] = []
             for sel in selectors:
                 for act in actuators:
@@ -1084,6 +1213,8 @@ def main() -> int:
     result["summary"] = summarise(result)
 
     report(result)
+    if "compare" in result:
+        paired_report(result)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     out = WORK / f"result-{stamp}.json"
     out.write_text(json.dumps(result, indent=1, default=str) + "\n")

@@ -20,7 +20,7 @@ use crate::metrics::Metrics;
 use crate::now_unix;
 use crate::procfs::{clock_ticks, Procfs};
 use crate::select::{BeTask, Selection, Selector};
-use crate::sensor::{NodeReading, Sensor};
+use crate::sensor::{NodeReading, Sensor, BE_IDLE};
 use crate::state::State;
 use crate::topology::{format_cpulist, Topology};
 
@@ -85,9 +85,6 @@ pub struct Agent {
     log: Option<Box<dyn Write + Send>>,
 }
 
-/// A pressured node on which BE used less than this share of its CPUs since the previous sample
-/// has no BE work worth moving.
-const BE_IDLE: f64 = 0.01;
 /// How long a full look that found nothing to move stays good, in intervals.
 const RECHECK_INTERVALS: f64 = 10.0;
 /// The load the policy sees for a node with no CPU online: never the least loaded, so never a
@@ -111,6 +108,9 @@ struct LogLine<'a> {
     cycle: u64,
     loads: Vec<f64>,
     raw: Vec<f64>,
+    /// Busy sensor: LC usage and LC run-queue wait per node (their sum is the load).
+    usage: Vec<Option<f64>>,
+    wait: Vec<Option<f64>>,
     triggered: bool,
     targets: Vec<usize>,
     moved: Vec<Move<'a>>,
@@ -222,6 +222,10 @@ impl Agent {
         };
         let mut sensor = Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct);
         sensor.samples = cfg.samples_per_interval.unwrap_or(sensor.default_samples());
+        sensor.lc_wait_on = kind == SensorKind::Busy && procfs.has_sched_info();
+        // The first reading waits for half an interval (less a tenth of a sample period, for
+        // timer slack): a shorter window is too few ticks to tell 30 % from 50 %.
+        sensor.min_span_s = cfg.interval_s * (0.5 - 0.1 / sensor.samples as f64);
         Ok(Agent {
             selector,
             sensor,
@@ -318,7 +322,7 @@ impl Agent {
         // 1.5 ms in cgroup v1, most of a quiet cycle).
         let mut errors = 0;
         let mut pids = None;
-        if self.sensor.needs_be_pids() {
+        if self.sensor.needs_be_pids() || self.sensor.wants_be_pids() {
             pids = Some(self.candidates(&mut errors));
         }
         let now_s = wall0.duration_since(self.started).as_secs_f64();
@@ -678,6 +682,8 @@ impl Agent {
             m.cycles += 1;
             let nodes = self.topo.nodes.iter().zip(&c.readings);
             m.nodes = nodes.map(|(n, r)| (n.id, r.load, r.steal)).collect();
+            let nodes = self.topo.nodes.iter().zip(&c.readings);
+            m.lc = nodes.map(|(n, r)| (n.id, r.usage, r.wait)).collect();
             m.be_tasks = c.tasks;
             m.observe_cycle(c.wall_ms / 1e3);
             if !self.actuator.dry_run {
@@ -697,6 +703,8 @@ impl Agent {
             cycle: self.cycle,
             loads: c.readings.iter().map(|r| r.load).collect(),
             raw: c.readings.iter().map(|r| r.raw).collect(),
+            usage: c.readings.iter().map(|r| r.usage).collect(),
+            wait: c.readings.iter().map(|r| r.wait).collect(),
             triggered: c.decision.triggered,
             targets: self.node_ids(&c.decision.targets),
             moved: self.moves(&c.decision),
@@ -724,6 +732,7 @@ impl Agent {
 
     /// Samples once, waits one interval, and returns the decision it would take (changing nothing).
     pub fn plan_once(&mut self) -> Result<Cycle, String> {
+        self.sensor.measure_wait_from_start();
         self.step(false)?;
         std::thread::sleep(Duration::from_secs_f64(self.cfg.interval_s));
         self.cfg.hysteresis = 1; // one look is all `plan --once` has
@@ -743,6 +752,7 @@ impl Agent {
             "be_tasks": c.tasks,
             "nodes": self.topo.nodes.iter().zip(&c.readings).map(|(n, r)| json!({
                 "id": n.id, "cpus": format_cpulist(&n.cpus), "load": r.load, "raw": r.raw, "steal": r.steal,
+                "usage": r.usage, "wait": r.wait,
             })).collect::<Vec<_>>(),
             "moves": self.moves(&c.decision),
         })
@@ -840,6 +850,11 @@ mod tests {
             state_file: dir.join("state.json"),
             cooldown_s: 0.0,
             ..Config::default()
+        })
+        .map(|mut a| {
+            // These samples come milliseconds apart while their fake ticks stand for intervals.
+            a.sensor.min_span_s = 0.0;
+            a
         })
         .unwrap()
     }

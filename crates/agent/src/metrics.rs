@@ -15,6 +15,8 @@ pub struct Metrics {
     pub sensor: String,
     /// Per node of the last cycle: (node id, load, steal ticks).
     pub nodes: Vec<(usize, f64, f64)>,
+    /// Busy sensor, per node of the last cycle: (node id, LC usage, LC run-queue wait).
+    pub lc: Vec<(usize, Option<f64>, Option<f64>)>,
     pub be_tasks: usize,
     pub cycles: u64,
     pub moves: BTreeMap<String, u64>,
@@ -49,6 +51,16 @@ impl Metrics {
             "LC pressure per node, as a fraction of its CPUs",
         );
         family(
+            "node_lc_usage",
+            "gauge",
+            "Busy sensor: CPU time LC ran on the node over the last interval, as a fraction of its CPUs",
+        );
+        family(
+            "node_lc_wait",
+            "gauge",
+            "Busy sensor: time LC threads waited on the node's run queues over the last interval, as a fraction of its CPUs (absent while not measured: no BE task ran)",
+        );
+        family(
             "node_steal_ticks",
             "gauge",
             "Steal ticks per node over the last interval",
@@ -77,6 +89,14 @@ impl Metrics {
                 self.sensor
             );
             let _ = writeln!(s, "colosched_agent_node_steal_ticks{{node=\"{n}\"}} {st}");
+        }
+        for (n, usage, wait) in &self.lc {
+            if let Some(u) = usage {
+                let _ = writeln!(s, "colosched_agent_node_lc_usage{{node=\"{n}\"}} {u}");
+            }
+            if let Some(w) = wait {
+                let _ = writeln!(s, "colosched_agent_node_lc_wait{{node=\"{n}\"}} {w}");
+            }
         }
         let _ = writeln!(s, "colosched_agent_be_tasks {}", self.be_tasks);
         let _ = writeln!(s, "colosched_agent_cycles_total {}", self.cycles);
@@ -147,6 +167,7 @@ mod tests {
     fn serves_prometheus_text_on_loopback() {
         let mut metrics = Metrics::default();
         (metrics.sensor, metrics.nodes) = ("busy".into(), vec![(0, 0.5, 0.0), (1, 0.1, 3.0)]);
+        metrics.lc = vec![(0, Some(0.2), Some(0.3)), (1, Some(0.1), None)];
         let m = Arc::new(Mutex::new(metrics));
         m.lock().unwrap().observe_cycle(0.0007);
         m.lock().unwrap().moves.insert("coarse".into(), 4);
@@ -158,6 +179,13 @@ mod tests {
         assert!(out.starts_with("HTTP/1.0 200 OK"), "{out}");
         assert!(out.contains("colosched_agent_node_load{node=\"0\",sensor=\"busy\"} 0.5"));
         assert!(out.contains("colosched_agent_moves_total{reason=\"coarse\"} 4"));
+        assert!(out.contains("colosched_agent_node_lc_usage{node=\"0\"} 0.2"));
+        assert!(out.contains("colosched_agent_node_lc_wait{node=\"0\"} 0.3"));
+        assert!(out.contains("colosched_agent_node_lc_usage{node=\"1\"} 0.1"));
+        assert!(
+            !out.contains("colosched_agent_node_lc_wait{node=\"1\"}"),
+            "a wait not measured is absent, not 0"
+        );
         assert!(out.contains("colosched_agent_cycle_duration_seconds_bucket{le=\"0.0005\"} 0"));
         assert!(out.contains("colosched_agent_cycle_duration_seconds_bucket{le=\"0.001\"} 1"));
         assert!(out.contains("colosched_agent_cycle_duration_seconds_count 1"));

@@ -143,6 +143,38 @@ pub fn parse_task_stat(text: &str) -> Result<TaskStat, String> {
     })
 }
 
+/// The scheduler's counters of one thread, from /proc/<pid>/task/<tid>/schedstat
+/// (`CONFIG_SCHED_INFO`): time on the CPU and time runnable on a run queue without it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedStat {
+    /// Time it ran, ns.
+    pub run_ns: u64,
+    /// Time it waited on a run queue (runnable, not running), ns: `run_delay`.
+    pub wait_ns: u64,
+    /// Times it was given a CPU (`pcount`).
+    pub slices: u64,
+}
+
+/// Parses a schedstat line: `run_ns wait_ns timeslices`.
+pub fn parse_schedstat(text: &str) -> Result<SchedStat, String> {
+    let mut f = text.split_ascii_whitespace().map(|w| {
+        w.parse::<u64>()
+            .map_err(|_| format!("bad number {w:?} in schedstat"))
+    });
+    let mut next = |what: &str| {
+        f.next()
+            .unwrap_or_else(|| Err(format!("schedstat: {what} missing")))
+    };
+    let run_ns = next("run time")?;
+    let wait_ns = next("wait time")?;
+    let slices = next("timeslices")?;
+    Ok(SchedStat {
+        run_ns,
+        wait_ns,
+        slices,
+    })
+}
+
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
 
@@ -158,6 +190,8 @@ const FDS_SPARE: u64 = 256;
 pub struct Procfs {
     pub root: PathBuf,
     kept: RefCell<HashMap<i32, fs::File>>,
+    /// Kept /proc/<pid>/task/<tid>/schedstat files of LC threads, by tid (the same budget).
+    kept_sched: RefCell<HashMap<i32, fs::File>>,
     max_kept: usize,
 }
 
@@ -185,6 +219,7 @@ impl Procfs {
         Procfs {
             root,
             kept: RefCell::new(HashMap::new()),
+            kept_sched: RefCell::new(HashMap::new()),
             max_kept,
         }
     }
@@ -212,6 +247,49 @@ impl Procfs {
         parse_task_stat(buf).ok()
     }
 
+    /// /proc/<pid>/task/<tid>/schedstat; `None` if the task is gone or the file is malformed.
+    /// On the real /proc the file is kept open and read again with `pread` (opening it by path
+    /// was half the cost of reading it), within the budget of kept stat files.
+    pub fn task_schedstat(&self, pid: i32, tid: i32, buf: &mut String) -> Option<SchedStat> {
+        let mut kept = self.kept_sched.borrow_mut();
+        if let Some(f) = kept.get(&tid) {
+            if read_line(f, buf).is_ok() {
+                return parse_schedstat(buf).ok();
+            }
+            kept.remove(&tid); // the thread is gone; the tid may be another's by now
+        }
+        let f = fs::File::open(self.root.join(format!("{pid}/task/{tid}/schedstat"))).ok()?;
+        read_line(&f, buf).ok()?;
+        if kept.len() + self.kept.borrow().len() < self.max_kept {
+            kept.insert(tid, f);
+        }
+        parse_schedstat(buf).ok()
+    }
+
+    /// Closes the kept schedstat files of the threads `keep` says no.
+    pub fn keep_schedstat_files(&self, keep: impl Fn(i32) -> bool) {
+        self.kept_sched.borrow_mut().retain(|&tid, _| keep(tid));
+    }
+
+    /// How many schedstat files are kept open.
+    pub fn kept_schedstat_files(&self) -> usize {
+        self.kept_sched.borrow().len()
+    }
+
+    /// Whether the kernel keeps per-thread run-queue wait (`CONFIG_SCHED_INFO`; without it every
+    /// schedstat file reads `0 0 0`). On the real /proc: this thread is running, so it was given
+    /// a CPU at least once (its run time may not be accounted yet: a fresh thread reads
+    /// `0 0 1`). A fake tree is taken to have it (its tests write the files).
+    pub fn has_sched_info(&self) -> bool {
+        if !is_real(&self.root) {
+            return true;
+        }
+        fs::read_to_string(self.root.join("thread-self/schedstat"))
+            .ok()
+            .and_then(|t| parse_schedstat(&t).ok())
+            .is_some_and(|s| s.slices > 0)
+    }
+
     /// /proc/<pid>/stat (the whole process: utime/stime summed over its threads), from the file
     /// kept open for `pid` if there is one.
     pub fn proc_stat(&self, pid: i32, buf: &mut String) -> Option<TaskStat> {
@@ -224,7 +302,7 @@ impl Procfs {
         }
         let f = fs::File::open(self.root.join(format!("{pid}/stat"))).ok()?;
         read_all(&f, buf).ok()?;
-        if kept.len() < self.max_kept {
+        if kept.len() + self.kept_sched.borrow().len() < self.max_kept {
             kept.insert(pid, f);
         }
         parse_task_stat(buf).ok()
@@ -334,6 +412,27 @@ fn read_all(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A one-line /proc file in one `pread`: a read shorter than asked for that ends the line is the
+/// whole file (read_all's last read, which returns nothing, makes the kernel format the line
+/// again: half the cost of reading a schedstat file). Anything else is read on to the end.
+fn read_line(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
+    let mut chunk = [0u8; 256];
+    let n = loop {
+        match f.read_at(&mut chunk, 0) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => break r?,
+        }
+    };
+    if n < chunk.len() && chunk[..n].ends_with(b"\n") {
+        let text = std::str::from_utf8(&chunk[..n])
+            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+        buf.clear();
+        buf.push_str(text);
+        return Ok(());
+    }
+    read_all(f, buf)
+}
+
 fn numeric_entries(dir: &Path) -> Vec<i32> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
@@ -406,6 +505,57 @@ mod tests {
     }
 
     #[test]
+    fn schedstat_parses_and_names_what_is_missing() {
+        let s = parse_schedstat("1500 250 7\n").unwrap();
+        assert_eq!((s.run_ns, s.wait_ns, s.slices), (1500, 250, 7));
+        assert_eq!(
+            parse_schedstat("1500 250").unwrap_err(),
+            "schedstat: timeslices missing"
+        );
+        assert_eq!(
+            parse_schedstat("").unwrap_err(),
+            "schedstat: run time missing"
+        );
+        assert!(parse_schedstat("1 x 3").unwrap_err().contains("\"x\""));
+        // One read for a line; a file without a final newline, or longer than the chunk, is
+        // read to its end all the same.
+        let dir0 = tempfile::tempdir().unwrap();
+        let mut buf = String::from("old");
+        for text in ["1 2 3\n", "1 2 3", &format!("{} 2 3\n", "1".repeat(300))] {
+            fs::write(dir0.path().join("f"), text).unwrap();
+            read_line(&fs::File::open(dir0.path().join("f")).unwrap(), &mut buf).unwrap();
+            assert_eq!(buf, text);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let d = dir.path().join("7/task/8");
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("schedstat"), "10 20 3\n").unwrap();
+        assert_eq!(
+            p.task_schedstat(7, 8, &mut String::new()),
+            Some(SchedStat {
+                run_ns: 10,
+                wait_ns: 20,
+                slices: 3
+            })
+        );
+        assert_eq!(p.task_schedstat(7, 9, &mut String::new()), None, "gone");
+    }
+
+    #[test]
+    fn this_kernel_keeps_run_queue_wait_per_thread() {
+        // CONFIG_SCHED_INFO: the agent's LC wait needs it. Our own thread has run.
+        let p = Procfs::new("/proc");
+        assert!(
+            p.has_sched_info(),
+            "/proc/thread-self/schedstat reads 0 0 0"
+        );
+        let me = std::process::id() as i32;
+        let s = p.task_schedstat(me, me, &mut String::new()).unwrap();
+        assert!(s.slices > 0 && s.run_ns > 0, "{s:?}");
+    }
+
+    #[test]
     fn task_stat_with_parens_and_spaces_in_comm() {
         let mut line = String::from(
             "42 (we (ird) x) R 1 42 42 0 -1 4194560 100 0 3 0 250 50 0 0 20 0 3 0 12345 1000 77",
@@ -471,6 +621,37 @@ mod tests {
         let fake = Procfs::new("/proc/self/..");
         fake.proc_stat(me, &mut buf).unwrap();
         assert_eq!(fake.kept_stat_files(), 0, "only the real /proc keeps files");
+    }
+
+    #[test]
+    fn schedstat_files_are_kept_open_and_closed_with_their_thread() {
+        let p = Procfs::new("/proc");
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "i=0; while [ $i -lt 3000000 ]; do i=$((i+1)); done"])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let mut buf = String::new();
+        let first = p.task_schedstat(pid, pid, &mut buf).unwrap();
+        assert_eq!(p.kept_schedstat_files(), 1);
+        // The kept file is read afresh: the spinning child's run time grows.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while p.task_schedstat(pid, pid, &mut buf).unwrap().run_ns == first.run_ns {
+            assert!(std::time::Instant::now() < deadline, "run time never grew");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(p.kept_schedstat_files(), 1, "still the one file");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            p.task_schedstat(pid, pid, &mut buf).is_none(),
+            "a reaped thread"
+        );
+        assert_eq!(p.kept_schedstat_files(), 0, "its file is closed");
+        let me = std::process::id() as i32;
+        p.task_schedstat(me, me, &mut buf).unwrap();
+        p.keep_schedstat_files(|t| t != me);
+        assert_eq!(p.kept_schedstat_files(), 0);
     }
 
     #[test]

@@ -4,11 +4,16 @@
 //! after it happens instead of at the end of the interval it fell in.
 //!
 //! - `steal`: steal ticks summed over the node's CPUs (thesis Algorithm 3-1).
-//! - `busy`: the node's busy ticks minus the BE threads' ticks, each thread attributed to the
-//!   node of the CPU it last ran on: the CPU time of everything that is not BE.
+//! - `busy`: LC demand. The LC *usage* is the node's busy ticks minus the BE threads' ticks
+//!   (each BE thread attributed to the node of the CPU it last ran on): the CPU time of
+//!   everything that is not BE. The LC *wait* is the time LC threads spent runnable on the
+//!   node's run queues without a CPU: every non-BE thread's `run_delay` from its
+//!   /proc/<pid>/task/<tid>/schedstat, attributed like BE time. The pressure is their sum, raw
+//!   (it may exceed 1 when several LC threads wait at once). Usage alone is what LC *got*, which
+//!   BE caps at LC's fair share: the more BE crowds LC, the less usage shows; the wait shows it.
 //! - `psi`: `some avg10` of each node's LC cgroup2 `cpu.pressure`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -38,6 +43,132 @@ pub struct NodeReading {
     pub load: f64,
     /// Steal ticks over the interval (reported whatever the sensor).
     pub steal: f64,
+    /// Busy sensor: CPU time LC (everything not BE) ran on the node, a fraction of its CPUs.
+    pub usage: Option<f64>,
+    /// Busy sensor: time LC threads waited on the node's run queues, a fraction of its CPUs;
+    /// `None` while not measured (no BE task ran in the last interval, see `LcWait`).
+    pub wait: Option<f64>,
+}
+
+/// A BE task that used less than this share of a node's CPUs since the previous sample did not
+/// run there.
+pub const BE_IDLE: f64 = 0.01;
+
+/// A wait shorter than this (ns, between two samples) is charged to the node the thread was last
+/// seen on, without reading its stat file again for its last CPU.
+const SHORT_WAIT_NS: u64 = 1_000_000;
+
+/// An LC thread followed for its run-queue wait.
+struct LcThread {
+    pid: i32,
+    /// `run_delay` at the last read, ns; `None` before the first read (its baseline).
+    wait_ns: Option<u64>,
+    /// The CPU it was last seen on when it had waited.
+    cpu: Option<usize>,
+}
+
+/// LC run-queue wait per node. The kernel here has no per-CPU wait (`/proc/schedstat` needs
+/// `CONFIG_SCHEDSTATS`), so it is summed over the LC threads themselves: every thread of every
+/// process that is not BE, listed from /proc once an interval, each read from its `schedstat`
+/// at every sample. A thread whose wait grew is charged to the node its affinity lies in, else to
+/// the node of the CPU it last ran on (half to each when that changed, as for BE threads; a wait
+/// under 1 ms to the node it was last seen on).
+///
+/// It is measured only while some BE task ran in the last interval (BE used 1 % of a node between
+/// two samples): otherwise BE crowds no LC thread, and moving BE could relieve no wait. That
+/// keeps the agent's quiet cycles (BE asleep, or nothing over threshold) at their old cost.
+#[derive(Default)]
+struct LcWait {
+    threads: HashMap<i32, LcThread>,
+    /// Seconds of LC wait per node since measuring (re)started.
+    total: Vec<f64>,
+    /// Samples since the thread list was read; `None`: not measuring.
+    since_refresh: Option<usize>,
+}
+
+impl LcWait {
+    fn stop(&mut self, procfs: &Procfs) {
+        if self.since_refresh.is_some() {
+            procfs.keep_schedstat_files(|_| false);
+        }
+        self.threads.clear();
+        self.total.clear();
+        self.since_refresh = None;
+    }
+
+    /// Reads every followed thread's wait (after listing them again if `refresh`) and returns
+    /// the cumulative per-node totals.
+    fn sample(
+        &mut self,
+        procfs: &Procfs,
+        topo: &Topology,
+        be_pids: &[i32],
+        refresh: bool,
+    ) -> Vec<f64> {
+        if refresh || self.since_refresh.is_none() {
+            let be: HashSet<i32> = be_pids.iter().copied().collect();
+            let mut now = HashMap::with_capacity(self.threads.len());
+            for pid in procfs.pids().into_iter().filter(|p| !be.contains(p)) {
+                for tid in procfs.tids(pid) {
+                    let t = match self.threads.remove(&tid) {
+                        Some(t) if t.pid == pid => t,
+                        _ => LcThread {
+                            pid,
+                            wait_ns: None,
+                            cpu: None,
+                        },
+                    };
+                    now.insert(tid, t);
+                }
+            }
+            self.threads = now;
+            // The kept schedstat files of threads gone or no longer LC are closed.
+            procfs.keep_schedstat_files(|tid| self.threads.contains_key(&tid));
+            self.since_refresh = Some(0);
+        } else {
+            self.since_refresh = self.since_refresh.map(|n| n + 1);
+        }
+        self.total.resize(topo.nodes.len(), 0.0);
+        let (mut buf, mut stat_buf) = (String::new(), String::new());
+        let total = &mut self.total;
+        self.threads.retain(|&tid, t| {
+            let Some(s) = procfs.task_schedstat(t.pid, tid, &mut buf) else {
+                return false; // gone
+            };
+            let before = t.wait_ns.replace(s.wait_ns);
+            // A first read is the baseline; a counter that went back is a reused tid.
+            let waited = before.map_or(0, |b| s.wait_ns.saturating_sub(b));
+            if waited == 0 {
+                return true;
+            }
+            let secs = waited as f64 / 1e9;
+            if topo.nodes.len() == 1 {
+                total[0] += secs;
+                return true;
+            }
+            if let Some(n) = procfs.affinity(tid).and_then(|m| topo.node_containing(&m)) {
+                total[n] += secs;
+                return true;
+            }
+            // Its last CPU costs a stat read (7 µs); a short wait goes where it was last seen.
+            let cpu = match t.cpu {
+                Some(c) if waited < SHORT_WAIT_NS => Some(c),
+                _ => procfs
+                    .task_stat(t.pid, tid, &mut stat_buf)
+                    .map(|st| st.processor),
+            };
+            let last = cpu.and_then(|c| topo.node_of_cpu(c));
+            let first = t.cpu.and_then(|c| topo.node_of_cpu(c)).or(last);
+            for (node, share) in [(first, 0.5), (last, 0.5)] {
+                if let Some(n) = node {
+                    total[n] += secs * share;
+                }
+            }
+            t.cpu = cpu.or(t.cpu);
+            true
+        });
+        self.total.clone()
+    }
 }
 
 impl SensorKind {
@@ -68,7 +199,7 @@ impl SensorKind {
             ),
             SensorKind::Auto => (
                 SensorKind::Busy,
-                "auto: not a VM (no hypervisor CPU flag), so LC CPU time is the signal".into(),
+                "auto: not a VM (no hypervisor CPU flag), so LC demand (CPU time + run-queue wait) is the signal".into(),
             ),
             k => (k, "set in the config".into()),
         }
@@ -81,6 +212,8 @@ struct Snapshot {
     stat: Vec<(usize, CpuTicks)>,
     /// BE CPU seconds per node since the sensor started (when it has a BE time source).
     be: Vec<f64>,
+    /// LC wait seconds per node since measuring started, if measured at this sample.
+    wait: Option<Vec<f64>>,
 }
 
 /// A BE process's cumulative ticks at a sample, and its threads' (ticks, last CPU) when it is
@@ -110,6 +243,19 @@ pub struct Sensor {
     /// Busy sensor: the BE cgroups' cpuacct directories, if every BE selector is such a cgroup.
     cpuacct: Vec<PathBuf>,
     prev_cpuacct: Vec<u64>,
+    /// Busy sensor: LC wait is measured (off without `CONFIG_SCHED_INFO`).
+    pub lc_wait_on: bool,
+    lc_wait: LcWait,
+    /// Samples taken, and the sample at which BE last ran (used `BE_IDLE` of some node).
+    count: u64,
+    be_ran_at: Option<u64>,
+    /// The next sample lists the LC threads again, so it needs the BE pids.
+    refresh_next: bool,
+    /// LC wait is measured at every sample, BE running or not (`plan --once`: two samples).
+    wait_always: bool,
+    /// No reading before the window spans this long (seconds): a window of a tenth of a second
+    /// holds 10 ticks per CPU at 100 Hz, so a CPU used 30 % can read 0.5 in it.
+    pub min_span_s: f64,
 }
 
 impl Sensor {
@@ -131,7 +277,35 @@ impl Sensor {
             psi_cgroups,
             cpuacct,
             prev_cpuacct: Vec::new(),
+            lc_wait_on: kind == SensorKind::Busy,
+            lc_wait: LcWait::default(),
+            count: 0,
+            be_ran_at: None,
+            refresh_next: false,
+            wait_always: false,
+            min_span_s: 0.0,
         }
+    }
+
+    /// Measures LC wait from the first sample on, whether BE runs or not: for `plan --once`,
+    /// whose two samples leave no time to wait for BE to show up first.
+    pub fn measure_wait_from_start(&mut self) {
+        self.wait_always = true;
+        self.refresh_next = self.lc_wait_on;
+    }
+
+    /// Whether the next sample needs the BE pids although `needs_be_pids` is false: it lists the
+    /// LC threads (every thread of a process that is not BE) for their run-queue wait.
+    pub fn wants_be_pids(&self) -> bool {
+        self.refresh_next
+    }
+
+    /// Whether LC wait is measured at the sample with number `count`: BE ran within the last
+    /// interval before it.
+    fn lc_wait_due(&self, count: u64) -> bool {
+        self.lc_wait_on
+            && (self.wait_always
+                || (self.be_ran_at).is_some_and(|at| count - at <= self.samples.max(1) as u64))
     }
 
     /// The per-thread busy sensor needs the BE pids every cycle; the others need none.
@@ -150,12 +324,13 @@ impl Sensor {
         }
     }
 
-    /// How the busy sensor learns the BE time, for the start-up log.
+    /// How the busy sensor learns the BE time (and the LC wait), for the start-up log.
     pub fn be_time_source(&self) -> &'static str {
-        if self.cpuacct.is_empty() {
-            "/proc/<pid>/stat, and the threads of processes that ran"
-        } else {
-            "cpuacct.usage_percpu of the BE cgroups"
+        match (self.cpuacct.is_empty(), self.lc_wait_on) {
+            (true, true) => "/proc/<pid>/stat, and the threads of processes that ran; LC wait from every non-BE thread's schedstat while BE runs",
+            (true, false) => "/proc/<pid>/stat, and the threads of processes that ran; no LC wait (the kernel keeps no per-thread run_delay)",
+            (false, true) => "cpuacct.usage_percpu of the BE cgroups; LC wait from every non-BE thread's schedstat while BE runs",
+            (false, false) => "cpuacct.usage_percpu of the BE cgroups; no LC wait (the kernel keeps no per-thread run_delay)",
         }
     }
 
@@ -296,23 +471,49 @@ impl Sensor {
                 .map(|(s, node)| s / (dt * node.cpus.len() as f64))
                 .collect()
         });
+        if (self.recent_be.iter().flatten()).any(|&b| b >= BE_IDLE) {
+            self.be_ran_at = Some(self.count);
+        }
+        // Listing the LC threads needs the BE pids: passed when asked for (`wants_be_pids`), or
+        // at every sample by the per-thread sensor, which can thus start measuring at once.
+        let refresh = std::mem::take(&mut self.refresh_next);
+        let can_list = refresh || self.needs_be_pids() || self.lc_wait.since_refresh.is_some();
+        let wait = if self.lc_wait_due(self.count) && can_list {
+            Some(self.lc_wait.sample(procfs, topo, be_pids, refresh))
+        } else {
+            self.lc_wait.stop(procfs);
+            None
+        };
+        self.count += 1;
+        // The LC threads are listed again once an interval (new threads are followed from then).
+        let due = self
+            .lc_wait
+            .since_refresh
+            .is_none_or(|n| n + 1 >= self.samples);
+        self.refresh_next = self.lc_wait_due(self.count) && due;
         self.window.push_back(Snapshot {
             at_s: now_s,
             stat,
             be: self.be_total.clone(),
+            wait,
         });
         while self.window.len() > self.samples.max(1) + 1 {
             self.window.pop_front();
         }
-        if self.window.len() < 2 {
+        let (first, last) = (&self.window[0], &self.window[self.window.len() - 1]);
+        if self.window.len() < 2 || last.at_s - first.at_s < self.min_span_s {
             return Ok(None);
         }
-        let (first, last) = (&self.window[0], &self.window[self.window.len() - 1]);
         let (stat, dt_s) = (&last.stat, last.at_s - first.at_s);
+        // LC wait over the samples that measured it, back from now (the whole window once it has
+        // been measured for an interval); none if only this sample did.
+        let measured = self.window.iter().rev().take_while(|s| s.wait.is_some());
+        let wait_from = measured.last().filter(|s| s.at_s < last.at_s);
         let before: HashMap<usize, CpuTicks> = first.stat.iter().copied().collect();
         let mut out = Vec::with_capacity(topo.nodes.len());
         for (n, node) in topo.nodes.iter().enumerate() {
             let (mut steal, mut busy, mut total) = (0u64, 0u64, 0u64);
+            let (mut usage, mut wait) = (None, None);
             for (cpu, now) in stat
                 .iter()
                 .filter(|(c, _)| node.cpus.binary_search(c).is_ok())
@@ -336,7 +537,15 @@ impl Sensor {
                 SensorKind::Busy => {
                     let be_s = last.be[n] - first.be[n];
                     let lc = (busy as f64 / ticks - be_s / wall).max(0.0);
-                    (lc, lc)
+                    usage = Some(lc);
+                    wait = wait_from.and_then(|from| {
+                        let (a, b) = (from.wait.as_ref()?, last.wait.as_ref()?);
+                        let span = (last.at_s - from.at_s) * node.cpus.len() as f64;
+                        Some((b[n] - a[n]) / span)
+                    });
+                    // Raw: LC threads waiting side by side can take it over 1 per CPU.
+                    let pressure = lc + wait.unwrap_or(0.0);
+                    (pressure, pressure)
                 }
                 SensorKind::Psi => {
                     let p = self
@@ -353,6 +562,8 @@ impl Sensor {
                 raw,
                 load,
                 steal: steal as f64,
+                usage,
+                wait,
             });
         }
         Ok(Some(out))
@@ -556,6 +767,184 @@ mod tests {
             .contains("cpuacct.usage_percpu"));
     }
 
+    /// A thread `tid` of process `pid` that last ran on `cpu` and has waited `wait_ns`.
+    fn fake_thread(root: &Path, pid: i32, tid: i32, cpu: usize, wait_ns: u64) {
+        let mut line =
+            format!("{tid} (t) R 1 {pid} {pid} 0 -1 0 10 0 2 0 5 0 0 0 20 0 1 0 500 1000 42");
+        for _ in 25..=38 {
+            line.push_str(" 0");
+        }
+        line.push_str(&format!(" {cpu} 0 0 0 0 0\n"));
+        let d = root.join(format!("{pid}/task/{tid}"));
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("stat"), line).unwrap();
+        fs::write(d.join("schedstat"), format!("1000 {wait_ns} 4\n")).unwrap();
+    }
+
+    /// Two one-CPU nodes; BE process 50 in a cgroup with cpuacct (BE time `ns0` on CPU 0); LC
+    /// process 30 with thread 30 pinned to CPU 0 and thread 31 unpinned, last on CPU 1.
+    struct WaitScene {
+        dir: tempfile::TempDir,
+        topo: Topology,
+        p: Procfs,
+        s: Sensor,
+        t: f64,
+        busy: [u64; 2],
+    }
+
+    impl WaitScene {
+        fn new() -> WaitScene {
+            let dir = tempfile::tempdir().unwrap();
+            let root = dir.path();
+            crate::select::tests::fake_proc(root, 50, "be", 0, 0, 100);
+            crate::select::tests::fake_proc(root, 30, "lc", 0, 0, 100);
+            fs::write(root.join("30/status"), "Cpus_allowed_list:\t0\n").unwrap();
+            fake_thread(root, 30, 30, 0, 0);
+            fake_thread(root, 30, 31, 1, 0);
+            fake_thread(root, 50, 50, 0, 0);
+            let acct = root.join("acct");
+            fs::create_dir_all(&acct).unwrap();
+            fs::write(acct.join("cpuacct.usage_percpu"), "0 0\n").unwrap();
+            let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+            let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![acct]);
+            s.samples = 2;
+            WaitScene {
+                p: Procfs::new(root),
+                dir,
+                topo,
+                s,
+                t: 0.0,
+                busy: [0, 0],
+            }
+        }
+
+        /// One sample 0.5 s after the last: CPU busy ticks, BE ns on CPU 0 (cumulative), and
+        /// the waits (cumulative ns) of threads 30, 31 and of the BE thread 50.
+        fn step(&mut self, busy: [u64; 2], be_ns: u64, waits: [u64; 3]) -> Vec<NodeReading> {
+            let root = self.dir.path();
+            for (tid, pid, w) in [(30, 30, waits[0]), (31, 30, waits[1]), (50, 50, waits[2])] {
+                let path = root.join(format!("{pid}/task/{tid}/schedstat"));
+                fs::write(path, format!("1000 {w} 4\n")).unwrap();
+            }
+            let acct = root.join("acct/cpuacct.usage_percpu");
+            fs::write(acct, format!("{be_ns} 0\n")).unwrap();
+            self.busy[0] += busy[0];
+            self.busy[1] += busy[1];
+            let total = 1000 + (self.t * 100.0) as u64;
+            write_stat_total(root, total, &[(self.busy[0], 0), (self.busy[1], 0)]);
+            let pids: &[i32] = if self.s.wants_be_pids() { &[50] } else { &[] };
+            let r = self.s.sample(&self.p, &self.topo, pids, self.t).unwrap();
+            self.t += 0.5;
+            r.unwrap_or_default()
+        }
+    }
+
+    fn close(a: Option<f64>, b: f64) -> bool {
+        a.is_some_and(|a| (a - b).abs() < 1e-9)
+    }
+
+    #[test]
+    fn lc_wait_is_added_to_lc_usage_per_node_and_be_wait_is_not() {
+        let mut w = WaitScene::new();
+        w.step([0, 0], 0, [0, 0, 0]);
+        assert!(!w.s.wants_be_pids(), "no BE ran yet: no LC thread is read");
+        // LC and BE share CPU 0 half and half (0.25 s of BE in 0.5 s): the gate opens.
+        let r = w.step([50, 0], 250_000_000, [0, 0, 0]);
+        assert!(close(r[0].usage, 0.5) && r[0].wait.is_none(), "{r:?}");
+        assert!(w.s.wants_be_pids(), "the next sample lists the LC threads");
+        // That sample takes the threads' baselines (what they waited before is not counted).
+        let r = w.step([50, 0], 500_000_000, [7_000_000_000, 5, 9]);
+        assert!(r[0].wait.is_none(), "{r:?}");
+        // Then thread 30 (pinned to CPU 0) waits 0.25 s, thread 31 (last on CPU 1) 0.1 s,
+        // and the BE thread 0.3 s, which is not LC wait.
+        let r = w.step(
+            [50, 20],
+            750_000_000,
+            [7_250_000_000, 100_000_005, 300_000_009],
+        );
+        assert!(close(r[0].usage, 0.5), "{r:?}");
+        assert!(close(r[0].wait, 0.5), "0.25 s in 0.5 s: {r:?}");
+        assert!(close(r[1].wait, 0.2), "{r:?}");
+        assert!((r[0].load - 1.0).abs() < 1e-9 && r[0].raw == r[0].load);
+        assert!(
+            (r[1].load - 0.4).abs() < 1e-9,
+            "usage 0.2 + wait 0.2: {r:?}"
+        );
+    }
+
+    #[test]
+    fn lc_wait_is_reported_raw_above_one_per_cpu() {
+        // Thread 30 and a new thread 32, both pinned to CPU 0 (process 30's mask), wait behind
+        // BE for 0.4 s each of a 0.5 s interval: LC demand is 0.2 + 1.6 = 1.8 CPUs of a 1-CPU node.
+        let mut w = WaitScene::new();
+        let root = w.dir.path().to_path_buf();
+        fake_thread(&root, 30, 32, 0, 0);
+        fs::create_dir_all(root.join("32")).unwrap();
+        fs::write(root.join("32/status"), "Cpus_allowed_list:\t0\n").unwrap();
+        w.step([0, 0], 0, [0, 0, 0]);
+        w.step([50, 0], 250_000_000, [0, 0, 0]);
+        w.step([50, 0], 650_000_000, [0, 0, 0]);
+        fs::write(root.join("30/task/32/schedstat"), "1 400000000 2\n").unwrap();
+        let r = w.step([50, 0], 1_050_000_000, [400_000_000, 0, 0]);
+        assert!(close(r[0].usage, 0.2), "{r:?}");
+        assert!(close(r[0].wait, 1.6), "{r:?}");
+        assert!((r[0].load - 1.8).abs() < 1e-9, "not clipped to 1: {r:?}");
+    }
+
+    #[test]
+    fn lc_wait_stops_an_interval_after_be_stops_and_restarts_from_a_new_baseline() {
+        let mut w = WaitScene::new();
+        w.step([0, 0], 0, [0, 0, 0]);
+        w.step([50, 0], 250_000_000, [0, 0, 0]);
+        w.step([50, 0], 500_000_000, [0, 0, 0]);
+        let r = w.step([50, 0], 750_000_000, [100_000_000, 0, 0]);
+        assert!(close(r[0].wait, 0.2), "{r:?}");
+        // BE stops (its time stays at 0.75 s) while thread 30 waits 50 ms a sample: two more
+        // samples (one interval) measure the wait over the last interval (0.15 s, then 0.1 s in
+        // 1 s), then it is not measured.
+        let mut waits = Vec::new();
+        for i in 1..=4u64 {
+            let r = w.step([100, 0], 750_000_000, [100_000_000 + i * 50_000_000, 0, 0]);
+            waits.push(r[0].wait.map(|x| (x * 1e6).round() / 1e6));
+        }
+        assert_eq!(waits, [Some(0.15), Some(0.1), None, None]);
+        assert!(!w.s.wants_be_pids());
+        // BE runs again: after one sample to list the threads, the wait is back, counted from
+        // the new baseline (250 ms then), not from before.
+        w.step([50, 0], 1_000_000_000, [250_000_000, 0, 0]);
+        assert!(w.s.wants_be_pids());
+        let r = w.step([50, 0], 1_250_000_000, [260_000_000, 0, 0]);
+        assert!(r[0].wait.is_none(), "baseline sample: {r:?}");
+        let r = w.step([50, 0], 1_500_000_000, [310_000_000, 0, 0]);
+        assert!(close(r[0].wait, 0.1), "{r:?}");
+    }
+
+    #[test]
+    fn plan_once_measures_lc_wait_from_its_first_sample() {
+        // Two samples, BE never seen before: the first lists the LC threads, the second reads
+        // their wait. BE's own wait stays out (its pid is passed at the first sample).
+        let mut w = WaitScene::new();
+        w.s.measure_wait_from_start();
+        assert!(w.s.wants_be_pids());
+        w.step([0, 0], 0, [10, 10, 10]);
+        let r = w.step([50, 0], 250_000_000, [200_000_010, 10, 400_000_000]);
+        assert!(close(r[0].wait, 0.4), "{r:?}");
+        assert!(close(r[1].wait, 0.0), "{r:?}");
+    }
+
+    #[test]
+    fn lc_wait_is_off_without_sched_info_and_for_other_sensors() {
+        let mut w = WaitScene::new();
+        w.s.lc_wait_on = false;
+        for i in 0..5u64 {
+            let r = w.step([50, 0], i * 250_000_000, [i * 100_000_000, 0, 0]);
+            assert!(!w.s.wants_be_pids());
+            assert!(r.iter().all(|n| n.wait.is_none()), "{r:?}");
+        }
+        assert!(!Sensor::new(SensorKind::Steal, 100.0, vec![], vec![]).lc_wait_on);
+        assert!(Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]).lc_wait_on);
+    }
+
     #[test]
     fn lost_timer_ticks_do_not_halve_the_load() {
         // Under qemu TCG a guest accounts about half its ticks: a fully busy CPU shows 50 busy
@@ -596,6 +985,22 @@ mod tests {
         }
         assert_eq!(&loads[5..], &[Some(0.75), Some(1.0), Some(1.0)]);
         assert_eq!(s.window.len(), 5, "samples + 1 snapshots kept");
+    }
+
+    #[test]
+    fn no_reading_before_the_window_spans_the_minimum() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
+        let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
+        (s.samples, s.min_span_s) = (5, 0.24);
+        let got: Vec<bool> = (0..5u64)
+            .map(|i| {
+                write_stat_total(dir.path(), 1000 + i * 10, &[(i * 5, 0), (0, 0)]);
+                s.sample(&p, &topo, &[], i as f64 * 0.1).unwrap().is_some()
+            })
+            .collect();
+        assert_eq!(got, [false, false, false, true, true], "from 0.3 s on");
     }
 
     #[test]
