@@ -736,7 +736,11 @@ def test_an_lc_process_using_30_percent_of_its_cpu_alone_is_no_pressure(tmp_path
     "args, code, text",
     [
         (["run", "--config", "x.toml", "--bogus"], 2, "unexpected argument '--bogus'"),
-        (["plan", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml")], 2, "required arguments were not provided:\n  --once"),
+        (
+            ["plan", "--config", str(ROOT / "examples/agent-pseudo-nodes.toml")],
+            2,
+            "required arguments were not provided:\n  --once",
+        ),
         (["run"], 2, "--config <FILE>"),
         (["plan", "--once", "-h"], 0, "Usage: colosched-agent plan"),
         (["restore", "--help"], 0, "--state-file <F>"),

@@ -60,7 +60,7 @@ pub struct Agent {
     cycle: u64,
     started: Instant,
     /// Consecutive samples each node was over threshold.
-    streak: Vec<u32>,
+    streak: colosched_core::guards::Hysteresis,
     /// The last full look at the BE tasks, if it moved nothing (see `steady`).
     last_look: Option<Look>,
     /// CPU ticks of each BE process at the previous cycle, keyed by (pid, starttime).
@@ -239,7 +239,7 @@ impl Agent {
             rng: Rng::new(cfg.seed),
             cycle: 0,
             started: Instant::now(),
-            streak: vec![0; topo.nodes.len()],
+            streak: Default::default(),
             last_look: None,
             prev_ticks: HashMap::new(),
             prev_scan: None,
@@ -340,13 +340,11 @@ impl Agent {
                 ..Cycle::default()
             });
         };
-        for (s, r) in self.streak.iter_mut().zip(&readings) {
-            *s = if r.raw >= self.threshold { *s + 1 } else { 0 };
-        }
         // `hysteresis` intervals over threshold: the window of this sample and of the samples of
-        // the `hysteresis - 1` intervals before it.
+        // the `hysteresis - 1` intervals before it (the core's hysteresis, as the simulator's).
         let needed = (self.cfg.hysteresis - 1) * self.sensor.samples as u32 + 1;
-        let mut over: Vec<bool> = self.streak.iter().map(|&s| s >= needed).collect();
+        let raw: Vec<f64> = readings.iter().map(|r| r.raw).collect();
+        let mut over = self.streak.look(&raw, self.threshold, needed);
         let mut loads: Vec<f64> = readings.iter().map(|r| r.load).collect();
         for (n, _) in self
             .offline_nodes
@@ -588,7 +586,10 @@ impl Agent {
             };
             let pinned = self.actuator.pin(&moves, lists)?;
             changed += pinned.threads;
-            d.moves.retain(|m| pinned.pids.contains(&m.pid));
+            // A dry run changes nothing: its moves are the plan.
+            if !self.actuator.dry_run {
+                d.moves.retain(|m| pinned.pids.contains(&m.pid));
+            }
         } else {
             // cpuset mode: the BE cgroups get the CPUs of every node that holds BE after the plan.
             let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
@@ -615,7 +616,7 @@ impl Agent {
             }
             let took = self.actuator.write_files(&writes)?;
             changed += took;
-            if took < writes.len() {
+            if took < writes.len() && !self.actuator.dry_run {
                 d.moves.clear();
             }
         }
