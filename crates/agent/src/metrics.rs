@@ -1,16 +1,23 @@
-//! Prometheus text exposition at `/metrics`, served by one small thread on a std TcpListener.
+//! `/metrics` for Prometheus: the daemon fills `Metrics` each cycle; a scrape encodes it with
+//! `prometheus-client` (OpenMetrics text), served by `tiny_http` on one background thread.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::io::{BufRead, BufReader, Write as _};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
 
 /// Upper bounds (seconds) of the cycle-duration histogram buckets.
 const BUCKETS: [f64; 8] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0];
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Metrics {
     pub sensor: String,
     /// Per node of the last cycle: (node id, load, steal ticks).
@@ -21,137 +28,165 @@ pub struct Metrics {
     pub cycles: u64,
     pub moves: BTreeMap<String, u64>,
     pub errors: BTreeMap<String, u64>,
-    cycle_buckets: [u64; BUCKETS.len()],
-    cycle_sum: f64,
-    cycle_count: u64,
+    cycle_duration: Histogram,
 }
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            sensor: String::new(),
+            nodes: Vec::new(),
+            lc: Vec::new(),
+            be_tasks: 0,
+            cycles: 0,
+            moves: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            cycle_duration: Histogram::new(BUCKETS),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeSensor {
+    node: u64,
+    sensor: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NodeLabel {
+    node: u64,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Kind {
+    kind: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
 
 impl Metrics {
     pub fn observe_cycle(&mut self, seconds: f64) {
-        for (i, &b) in BUCKETS.iter().enumerate() {
-            if seconds <= b {
-                self.cycle_buckets[i] += 1;
-            }
-        }
-        self.cycle_sum += seconds;
-        self.cycle_count += 1;
+        self.cycle_duration.observe(seconds);
     }
 
+    /// The OpenMetrics text of the last cycle's values.
     pub fn render(&self) -> String {
-        let mut s = String::new();
-        let mut family = |name: &str, kind: &str, help: &str| {
-            let _ = writeln!(
-                s,
-                "# HELP colosched_agent_{name} {help}\n# TYPE colosched_agent_{name} {kind}"
-            );
-        };
-        family(
+        let mut r = Registry::with_prefix("colosched_agent");
+        let node_load = Family::<NodeSensor, FloatGauge>::default();
+        let steal = Family::<NodeLabel, FloatGauge>::default();
+        for &(n, load, st) in &self.nodes {
+            let sensor = self.sensor.clone();
+            node_load
+                .get_or_create(&NodeSensor {
+                    node: n as u64,
+                    sensor,
+                })
+                .set(load);
+            steal.get_or_create(&NodeLabel { node: n as u64 }).set(st);
+        }
+        let (usage, wait) = (
+            Family::<NodeLabel, FloatGauge>::default(),
+            Family::<NodeLabel, FloatGauge>::default(),
+        );
+        for &(n, u, w) in &self.lc {
+            let node = NodeLabel { node: n as u64 };
+            // A value not measured is absent, not 0.
+            if let Some(u) = u {
+                usage.get_or_create(&node).set(u);
+            }
+            if let Some(w) = w {
+                wait.get_or_create(&node).set(w);
+            }
+        }
+        r.register(
             "node_load",
-            "gauge",
             "LC pressure per node, as a fraction of its CPUs",
+            node_load,
         );
-        family(
+        r.register(
             "node_lc_usage",
-            "gauge",
             "Busy sensor: CPU time LC ran on the node over the last interval, as a fraction of its CPUs",
+            usage,
         );
-        family(
+        r.register(
             "node_lc_wait",
-            "gauge",
             "Busy sensor: time LC threads waited on the node's run queues over the last interval, as a fraction of its CPUs (absent while not measured: no BE task ran)",
+            wait,
         );
-        family(
+        r.register(
             "node_steal_ticks",
-            "gauge",
             "Steal ticks per node over the last interval",
+            steal,
         );
-        family(
+        let be = Gauge::<i64>::default();
+        be.set(self.be_tasks as i64);
+        r.register(
             "be_tasks",
-            "gauge",
             "Best-effort processes selected in the last cycle",
+            be,
         );
-        family("cycles_total", "counter", "Cycles run");
-        family("moves_total", "counter", "Tasks moved, by reason");
-        family(
-            "errors_total",
-            "counter",
+        let cycles = Counter::<u64>::default();
+        cycles.inc_by(self.cycles);
+        r.register("cycles", "Cycles run", cycles);
+        let moves = Family::<Reason, Counter>::default();
+        for (reason, &v) in &self.moves {
+            moves
+                .get_or_create(&Reason {
+                    reason: reason.clone(),
+                })
+                .inc_by(v);
+        }
+        r.register("moves", "Tasks moved, by reason", moves);
+        let errors = Family::<Kind, Counter>::default();
+        for (kind, &v) in &self.errors {
+            errors.get_or_create(&Kind { kind: kind.clone() }).inc_by(v);
+        }
+        r.register(
+            "errors",
             "Errors by kind (esrch, einval, eperm, eio, selector, other)",
+            errors,
         );
-        family(
+        r.register(
             "cycle_duration_seconds",
-            "histogram",
             "Wall time of one cycle",
+            self.cycle_duration.clone(),
         );
-        for (n, l, st) in &self.nodes {
-            let _ = writeln!(
-                s,
-                "colosched_agent_node_load{{node=\"{n}\",sensor=\"{}\"}} {l}",
-                self.sensor
-            );
-            let _ = writeln!(s, "colosched_agent_node_steal_ticks{{node=\"{n}\"}} {st}");
-        }
-        for (n, usage, wait) in &self.lc {
-            if let Some(u) = usage {
-                let _ = writeln!(s, "colosched_agent_node_lc_usage{{node=\"{n}\"}} {u}");
-            }
-            if let Some(w) = wait {
-                let _ = writeln!(s, "colosched_agent_node_lc_wait{{node=\"{n}\"}} {w}");
-            }
-        }
-        let _ = writeln!(s, "colosched_agent_be_tasks {}", self.be_tasks);
-        let _ = writeln!(s, "colosched_agent_cycles_total {}", self.cycles);
-        for (reason, v) in &self.moves {
-            let _ = writeln!(s, "colosched_agent_moves_total{{reason=\"{reason}\"}} {v}");
-        }
-        for (kind, v) in &self.errors {
-            let _ = writeln!(s, "colosched_agent_errors_total{{kind=\"{kind}\"}} {v}");
-        }
-        for (b, c) in BUCKETS.iter().zip(self.cycle_buckets) {
-            let _ = writeln!(
-                s,
-                "colosched_agent_cycle_duration_seconds_bucket{{le=\"{b}\"}} {c}"
-            );
-        }
-        let _ = writeln!(
-            s,
-            "colosched_agent_cycle_duration_seconds_bucket{{le=\"+Inf\"}} {}",
-            self.cycle_count
-        );
-        let _ = writeln!(
-            s,
-            "colosched_agent_cycle_duration_seconds_sum {}",
-            self.cycle_sum
-        );
-        let _ = writeln!(
-            s,
-            "colosched_agent_cycle_duration_seconds_count {}",
-            self.cycle_count
-        );
-        s
+        let mut out = String::new();
+        encode(&mut out, &r).expect("encoding into a String cannot fail");
+        out
     }
 }
 
 /// Binds `addr` and serves `GET /metrics` from a background thread. Binding errors are returned
 /// (an operator asked for the endpoint; silently not having it would mislead).
 pub fn serve(addr: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> Result<SocketAddr, String> {
-    let listener = TcpListener::bind(addr).map_err(|e| format!("metrics.listen {addr}: {e}"))?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let server =
+        tiny_http::Server::http(addr).map_err(|e| format!("metrics.listen {addr}: {e}"))?;
+    let bound = server
+        .server_addr()
+        .to_ip()
+        .ok_or_else(|| format!("metrics.listen {addr}: not an IP address"))?;
+    let content_type = tiny_http::Header::from_bytes(
+        "Content-Type",
+        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+    )
+    .expect("a valid header");
     std::thread::Builder::new()
         .name("metrics".into())
         .spawn(move || {
-            for stream in listener.incoming().flatten() {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(2)));
-                let mut line = String::new();
-                if BufReader::new(&stream).read_line(&mut line).is_err() {
-                    continue;
-                }
-                let (status, body) = if line.starts_with("GET /metrics") {
-                    ("200 OK", metrics.lock().map(|m| m.render()).unwrap_or_default())
+            for request in server.incoming_requests() {
+                let response = if request.url() == "/metrics" {
+                    let body = metrics.lock().map(|m| m.render()).unwrap_or_default();
+                    tiny_http::Response::from_string(body).with_header(content_type.clone())
                 } else {
-                    ("404 Not Found", "try /metrics\n".to_string())
+                    tiny_http::Response::from_string("try /metrics\n").with_status_code(404)
                 };
-                let mut stream = stream;
-                let _ = write!(stream, "HTTP/1.0 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let _ = request.respond(response);
             }
         })
         .map_err(|e| e.to_string())?;
@@ -161,7 +196,7 @@ pub fn serve(addr: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> Result<SocketAdd
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Read;
+    use std::io::{Read, Write};
 
     #[test]
     fn serves_prometheus_text_on_loopback() {
@@ -177,6 +212,8 @@ mod tests {
         let mut out = String::new();
         c.read_to_string(&mut out).unwrap();
         assert!(out.starts_with("HTTP/1.0 200 OK"), "{out}");
+        assert!(out.contains("application/openmetrics-text"), "{out}");
+        assert!(out.trim_end().ends_with("# EOF"), "{out}");
         assert!(out.contains("colosched_agent_node_load{node=\"0\",sensor=\"busy\"} 0.5"));
         assert!(out.contains("colosched_agent_moves_total{reason=\"coarse\"} 4"));
         assert!(out.contains("colosched_agent_node_lc_usage{node=\"0\"} 0.2"));
