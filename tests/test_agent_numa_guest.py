@@ -63,27 +63,14 @@ class Run:
         assert len(found) == 1, self.why(f"expected one '{' '.join(words)}' line, got {len(found)}")
         return found[0]
 
-    def why(self, message: str, tail: int = 80) -> str:
-        lines = self.boot.console.splitlines()[-tail:]
-        return (
-            f"{message}\nqemu exit {self.boot.returncode} after {self.boot.seconds:.1f} s; "
-            f"serial console kept in {self.boot.log}; its last {len(lines)} lines:\n" + "\n".join(lines)
-        )
-
-
-def _need(what):
-    """Runs a guest builder step; a missing host tool skips with the builder's reason (printed)."""
-    try:
-        return what()
-    except guest.GuestError as e:
-        print(f"SKIP: {e}")
-        pytest.skip(str(e))
+    def why(self, message: str) -> str:
+        return self.boot.why(message, tail=80)
 
 
 @pytest.fixture(scope="module")
 def kernel_image() -> Path:
-    _need(guest.qemu)
-    _need(guest.busybox)
+    guest.need(guest.qemu)
+    guest.need(guest.busybox)
     # With the tools present, a kernel that cannot be fetched is an error, not a reason to skip.
     return guest.kernel()
 

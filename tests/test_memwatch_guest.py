@@ -77,21 +77,8 @@ class Run:
         assert code == "0", self.why(f"{name}: memwatch exited {code}; stderr:\n{err}")
         return self.events(name), err
 
-    def why(self, message: str, tail: int = 60) -> str:
-        lines = self.boot.console.splitlines()[-tail:]
-        return (
-            f"{message}\nqemu exit {self.boot.returncode} after {self.boot.seconds:.1f} s; "
-            f"serial console kept in {self.boot.log}; its last {len(lines)} lines:\n" + "\n".join(lines)
-        )
-
-
-def _need(what):
-    """A guest builder step; a missing qemu or busybox skips with the builder's reason (printed)."""
-    try:
-        return what()
-    except guest.GuestError as e:
-        print(f"SKIP: {e}")
-        pytest.skip(str(e))
+    def why(self, message: str) -> str:
+        return self.boot.why(message, tail=60)
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +111,8 @@ def memhog(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def mw(static_binaries, memhog, tmp_path_factory) -> Run:
-    _need(guest.qemu)
-    _need(guest.busybox)
+    guest.need(guest.qemu)
+    guest.need(guest.busybox)
     kernel_image = guest.kernel()  # with the tools present, a kernel that cannot be had is an error
     agent, memwatch = static_binaries
     work = tmp_path_factory.mktemp("memwatch-guest")

@@ -236,6 +236,26 @@ class Boot:
     returncode: int | None  # None when the timeout killed qemu
     log: Path
 
+    def why(self, message: str, tail: int = 80) -> str:
+        """`message` with how qemu ended and the console's last `tail` lines: a failure's story."""
+        lines = self.console.splitlines()[-tail:]
+        return (
+            f"{message}\nqemu exit {self.returncode} after {self.seconds:.1f} s; "
+            f"serial console kept in {self.log}; its last {len(lines)} lines:\n" + "\n".join(lines)
+        )
+
+
+def need(what):
+    """Runs a guest builder step; a missing host tool (qemu, busybox) skips the test with the
+    builder's reason, printed."""
+    import pytest
+
+    try:
+        return what()
+    except GuestError as e:
+        print(f"SKIP: {e}")
+        pytest.skip(str(e))
+
 
 def boot(kernel_image: Path, initrd: Path, log: Path, timeout: float = 240.0) -> Boot:
     """Boots the guest with the serial console captured into `log`; qemu is killed after `timeout`

@@ -71,6 +71,18 @@ touches_node2() {
 
 mask() { mask_of "$1"; echo "$MASK"; }
 
+# Polls pid $1's mask 4 times a second until it leaves node 2, for at most MAX_INTERVALS
+# intervals; MASK is its mask then.
+wait_off_node2() {
+    n=0
+    mask_of "$1"
+    while touches_node2 "$MASK" && [ $n -lt $((MAX_INTERVALS * 4)) ]; do
+        usleep 250000
+        n=$((n + 1))
+        mask_of "$1"
+    done
+}
+
 # NODE2_BUSY, NODE2_ALL: node 2's busy and total ticks in /proc/stat (user..steal, like the agent).
 node2_ticks() {
     NODE2_BUSY=0
@@ -324,13 +336,7 @@ migrate_scenario() {
         '[limits]' 'warning_threshold = 1.0' '[actuator]' 'migrate_memory = true' >/run/agent-mem.toml
     $AGENT run --config /run/agent-mem.toml --decision-log /run/decisions-mem.jsonl >/run/agent-mem.out 2>&1 &
     agent=$!
-    n=0
-    mask_of $mem
-    while touches_node2 "$MASK" && [ $n -lt $((MAX_INTERVALS * 4)) ]; do
-        usleep 250000
-        n=$((n + 1))
-        mask_of $mem
-    done
+    wait_off_node2 $mem
     moved_mask=$MASK
     # The pages move right after the mask, in the same cycle, whose decision line comes after both
     # (under TCG migrating 4 MiB takes seconds).
@@ -367,14 +373,7 @@ hotplug_scenario() {
         '[be]' 'cgroups = ["/sys/fs/cgroup/cpuacct/be"]' '[limits]' 'warning_threshold = 1.0' >/run/agent-hp.toml
     $AGENT run --config /run/agent-hp.toml --decision-log /run/decisions-hp.jsonl >/run/agent-hp.out 2>&1 &
     agent=$!
-    n=0
-    first=${BE%%[!0-9]*}
-    mask_of "$first"
-    while touches_node2 "$MASK" && [ $n -lt $((MAX_INTERVALS * 4)) ]; do
-        usleep 250000
-        n=$((n + 1))
-        mask_of "$first"
-    done
+    wait_off_node2 "${BE%%[!0-9]*}"  # the first BE hog
     be_node=$MASK
     # Offline a node's only CPU that holds no BE (CPU 0 cannot go offline): CPU 1, else CPU 3.
     off=1
@@ -388,13 +387,7 @@ hotplug_scenario() {
     new=$!
     echo $new >/sys/fs/cgroup/cpuacct/be/cgroup.procs
     BE="$BE $new"
-    n=0
-    mask_of $new
-    while touches_node2 "$MASK" && [ $n -lt $((MAX_INTERVALS * 4)) ]; do
-        usleep 250000
-        n=$((n + 1))
-        mask_of $new
-    done
+    wait_off_node2 $new
     new_mask=$MASK
     kill -KILL $agent
     wait $agent
