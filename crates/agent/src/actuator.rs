@@ -8,7 +8,9 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use rustix::thread::CpuSet;
+use rustix::thread::CpuSet as KernelCpuSet;
+
+use crate::cpuset::CpuSet;
 
 use crate::procfs::Procfs;
 use crate::select::BeTask;
@@ -20,15 +22,15 @@ pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
     let set = rustix::thread::sched_getaffinity(pid_of(tid)?)?;
     // Up to the last CPU set, not all 1,024 (testing every bit was 5 % of a move's CPU).
     let n = set.count() as usize;
-    Ok((0..CpuSet::MAX_CPU)
+    Ok((0..KernelCpuSet::MAX_CPU)
         .filter(|&c| set.is_set(c))
         .take(n)
         .collect())
 }
 
 pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
-    let mut set = CpuSet::new();
-    for &c in cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+    let mut set = KernelCpuSet::new();
+    for &c in cpus.iter().filter(|&&c| c < KernelCpuSet::MAX_CPU) {
         set.set(c);
     }
     Ok(rustix::thread::sched_setaffinity(pid_of(tid)?, &set)?)
@@ -45,21 +47,24 @@ fn pid_of(tid: i32) -> io::Result<Option<rustix::process::Pid>> {
 /// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).
 /// Returns the number of pages that could not be moved.
 pub fn migrate_pages(pid: i32, from: &[usize], to: &[usize]) -> io::Result<u64> {
-    let bits = |nodes: &[usize]| {
-        nodes
-            .iter()
-            .filter(|&&n| n < 64)
-            .fold(0u64, |m, &n| m | 1 << n)
+    let (old, new): (CpuSet, CpuSet) =
+        (from.iter().copied().collect(), to.iter().copied().collect());
+    // Both masks as long as the longer one, in whole words; maxnode counts their bits.
+    let words = old.words().len().max(new.words().len()).max(1);
+    let padded = |s: &CpuSet| {
+        let mut w = s.words().to_vec();
+        w.resize(words, 0);
+        w
     };
-    let (old, new) = (bits(from), bits(to));
-    // SAFETY: the masks are u64 values on our stack; maxnode = 64 bits each.
+    let (old, new) = (padded(&old), padded(&new));
+    // SAFETY: both masks are `words` u64s that live across the call; maxnode = their bits.
     let r = unsafe {
         libc::syscall(
             libc::SYS_migrate_pages,
             pid as libc::c_long,
-            64 as libc::c_ulong,
-            &old as *const u64,
-            &new as *const u64,
+            (words * 64) as libc::c_ulong,
+            old.as_ptr(),
+            new.as_ptr(),
         )
     };
     if r < 0 {

@@ -528,7 +528,7 @@ impl Agent {
                 let reach = mask
                     .iter()
                     .filter_map(|&c| self.topo.node_of_cpu(c))
-                    .fold(0u64, |r, n| r | 1 << n.min(63));
+                    .collect();
                 let age = (uptime - t.starttime as f64 / self.hz).max(1e-3);
                 let (ticks, faults, secs) =
                     match (self.prev_ticks.get(&Self::key(t)), self.prev_scan) {

@@ -4,6 +4,7 @@
 
 use colosched_core::{Cell, Limits, Node, Planner, Policy, Rng, Task};
 
+use crate::cpuset::CpuSet;
 use crate::select::BeTask;
 
 /// A BE process as the decision sees it.
@@ -14,8 +15,8 @@ pub struct TaskView<'a> {
     pub node: usize,
     /// Its affinity is inside one node.
     pub pinned: bool,
-    /// Bit n set: its affinity lets it run on node n.
-    pub reach: u64,
+    /// The nodes its affinity lets it run on.
+    pub reach: CpuSet,
     /// CPU used over the last interval, as a fraction of a node.
     pub usage: f64,
     /// Page faults per CPU-second: the agent's stand-in for memory accesses per instruction.
@@ -87,11 +88,7 @@ pub fn decide(
     rng: &mut Rng,
     cycle: u64,
 ) -> Decision {
-    let holds = |n: usize| {
-        tasks
-            .iter()
-            .any(|t| t.node == n || t.reach & (1 << n.min(63)) != 0)
-    };
+    let holds = |n: usize| tasks.iter().any(|t| t.node == n || t.reach.contains(n));
     let hot: Vec<usize> = (0..loads.len()).filter(|&n| over[n] && holds(n)).collect();
     if hot.is_empty() {
         let note = if over.iter().any(|&o| o) {
@@ -211,7 +208,11 @@ mod tests {
             task: t,
             node,
             pinned,
-            reach: if pinned { 1 << node } else { u64::MAX },
+            reach: if pinned {
+                [node].into_iter().collect()
+            } else {
+                CpuSet::all(1024)
+            },
             usage,
             mai: 0.0,
             movable: true,
@@ -250,6 +251,22 @@ mod tests {
             to,
             vec![(1, 1, "coarse"), (2, 1, "coarse"), (3, 1, "settle")]
         );
+    }
+
+    #[test]
+    fn nodes_past_63_are_told_apart() {
+        // 70 nodes; a BE task runs on node 1 but may run on node 65 (only), which is pressured.
+        let a = be(1, 10);
+        let mut t = view(&a, 1, false, 0.2);
+        t.reach = [1, 65].into_iter().collect();
+        let mut loads = vec![0.1; 70];
+        let mut over = vec![false; 70];
+        (loads[65], over[65]) = (0.9, true);
+        let d = run(Policy::Coarse, &loads, &over, std::slice::from_ref(&t));
+        assert!(d.triggered && d.hot == [65], "{d:?}");
+        // Reaching node 64 instead (a 64-bit mask folded 64 and 65 into one bit) is no trigger.
+        t.reach = [1, 64].into_iter().collect();
+        assert!(!run(Policy::Coarse, &loads, &over, &[t]).triggered);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod actuator;
 pub mod cli;
 pub mod config;
+pub mod cpuset;
 pub mod daemon;
 pub mod decide;
 pub mod metrics;
