@@ -81,6 +81,11 @@ def scene(tmp_path, agent_bin):
         s.close()
 
 
+def run_agent(agent_bin: Path, *args: str, timeout: float = 30) -> subprocess.CompletedProcess:
+    """One agent command run to its end, its output captured."""
+    return subprocess.run([str(agent_bin), *args], capture_output=True, text=True, timeout=timeout)
+
+
 def masks(pid: int) -> dict[int, str]:
     """Cpus_allowed_list of every thread of `pid`, by tid."""
     out = {}
@@ -159,12 +164,7 @@ def test_restore_leaves_a_self_pinned_thread_alone_and_restores_one_born_after_t
     else:
         agent.kill()
         agent.wait()
-        r = subprocess.run(
-            [str(agent_bin), "restore", "--state-file", str(scene.tmp / "state.json")],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
+        r = run_agent(agent_bin, "restore", "--state-file", str(scene.tmp / "state.json"))
         assert r.returncode == 0, r.stderr
     now = masks(be.pid)
     assert now[be.pid] == "0", "the moved thread gets its original back"
@@ -209,22 +209,12 @@ def test_one_agent_per_state_file_from_the_start_and_restore_refuses_a_live_one(
     lock = scene.tmp / "state.json.lock"
     wait_for(lambda: lock.exists() and lock.read_text().strip(), 5, lambda: f"no lock file; {scene.log()}")
     assert lock.read_text().strip() == str(agent.pid)
-    second = subprocess.run(
-        [str(agent_bin), "run", "--config", str(scene.tmp / "agent.toml")],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
+    second = run_agent(agent_bin, "run", "--config", str(scene.tmp / "agent.toml"))
     assert second.returncode == 1, second.stderr
     assert f"owned by a running agent (pid {agent.pid})" in second.stderr, second.stderr
     be = scene.add_be(["taskset", "-c", "0", "sh", "-c", HOG])
     scene.wait_masks("1", timeout=MOVE_TIMEOUT)
-    r = subprocess.run(
-        [str(agent_bin), "restore", "--state-file", str(scene.tmp / "state.json")],
-        capture_output=True,
-        text=True,
-        timeout=10,
-    )
+    r = run_agent(agent_bin, "restore", "--state-file", str(scene.tmp / "state.json"))
     assert r.returncode == 1 and "owned by a running agent" in r.stderr, r.stderr
     assert (scene.tmp / "state.json").exists(), "the live agent's state is kept"
     assert mask(be.pid) == "1", "and nothing was restored behind its back"
@@ -301,6 +291,27 @@ def test_in_cgroup_v1_only_the_threads_in_the_be_cgroup_move(scene, agent_bin):
 
 
 @pytest.mark.parametrize(
+    "args, text",
+    [
+        (
+            ["--log-level", "loud", "check-config", "--config", "x.toml"],
+            "invalid value 'loud' for '--log-level",
+        ),
+        (
+            ["--log-format", "xml", "check-config", "--config", "x.toml"],
+            "invalid value 'xml' for '--log-format",
+        ),
+        (["run", "--config", "x.toml", "--interval", "0"], "--interval: 0 is not a number of seconds"),
+        (["run", "--config", "x.toml", "--interval", "soon"], "invalid value 'soon' for '--interval"),
+    ],
+)
+def test_bad_flags_exit_2_naming_the_flag(tmp_path, agent_bin, args, text):
+    (tmp_path / "x.toml").write_text("[be]\ncomm = '^never$'\n")
+    r = subprocess.run([str(agent_bin), *args], capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert r.returncode == 2 and text in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(
     "lines, key",
     [
         (["[limits]", "cooldown_s = 1e300"], "limits.cooldown_s: must be between 0 and 604800"),
@@ -338,12 +349,7 @@ def test_configs_that_would_misbehave_exit_2_naming_the_key(tmp_path, agent_bin,
     text = "\n".join(base[""]) + "\n" + "".join(f"{s}\n" + "\n".join(v) + "\n" for s, v in base.items() if s)
     config = tmp_path / "agent.toml"
     config.write_text(text)
-    r = subprocess.run(
-        [str(agent_bin), *command.split(), "--config", str(config)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = run_agent(agent_bin, *command.split(), "--config", str(config))
     assert r.returncode == 2, (r.returncode, r.stderr, text)
     assert f"{config}: {key.replace('{tmp}', str(tmp_path))}" in r.stderr, (r.stderr, text)
     assert not (tmp_path / "state.json").exists() and not (tmp_path / "state.json.lock").exists()

@@ -58,6 +58,8 @@ def test_the_agents_guards_wrap_any_policy_in_the_simulator(sample):
     assert 0 < guarded["moves"] < bare["moves"], (guarded["moves"], bare["moves"])
     with pytest.raises(ValueError, match="guard_hysteresis: must be at least 1"):
         cluster.run(sample, ["fine"], guards="agent", guard_hysteresis=0, **kw)
+    with pytest.raises(ValueError, match="guard_min_improvement: must be ≥ 0"):
+        cluster.run(sample, ["fine"], guards="agent", guard_min_improvement=-0.1, **kw)
     with pytest.raises(ValueError, match="guards"):
         cluster.run(sample, ["fine"], guards="sometimes", **kw)
 

@@ -138,7 +138,8 @@ pub struct FileWrite {
     pub content: String,
 }
 
-/// What `pin` did: threads whose mask was set, and the processes with at least one of them.
+/// What `pin` did: threads whose mask was set, and the processes with at least one of them
+/// (in a dry run: none set, and every process it was given).
 #[derive(Debug, Default)]
 pub struct Pinned {
     pub threads: usize,
@@ -196,7 +197,12 @@ impl Actuator {
         thread_lists: &[PathBuf],
     ) -> Result<Pinned, String> {
         let mut done = Pinned::default();
-        if self.dry_run || moves.is_empty() {
+        if self.dry_run {
+            // Nothing is set; every process counts as pinned: a dry run's moves are its plan.
+            done.pids = moves.iter().map(|(t, _)| t.pid).collect();
+            return Ok(done);
+        }
+        if moves.is_empty() {
             return Ok(done);
         }
         let changed_at = boot_ticks(self.hz);

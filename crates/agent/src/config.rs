@@ -121,12 +121,14 @@ fn check_comm(re: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The busy sensor's load is a fraction of a node's CPUs: a threshold above 1 never fires.
+/// The busy sensor's LC demand is a fraction of a node's CPUs. Demand can exceed 1 (LC threads
+/// waiting side by side), but a threshold above 1 would leave LC starved on a full node before
+/// acting: refused.
 pub fn check_busy_threshold(t: Option<f64>) -> Result<(), String> {
     match t {
         Some(t) if t > 1.0 => Err(format!(
-            "sensor.threshold: the busy sensor reads a fraction of a node's CPUs, so it must be \
-             at most 1, got {t}"
+            "sensor.threshold: the busy sensor's LC demand is a fraction of a node's CPUs \
+             (1 = LC alone wants the whole node); a threshold must be at most 1, got {t}"
         )),
         _ => Ok(()),
     }

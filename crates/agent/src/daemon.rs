@@ -125,12 +125,7 @@ struct LogLine<'a> {
 
 /// CPU time of the calling thread (scheduler-exact, unlike getrusage's tick sampling).
 fn thread_cpu_ms() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes into the timespec we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as f64 * 1e3 + ts.tv_nsec as f64 / 1e6
 }
 
@@ -265,7 +260,7 @@ impl Agent {
         self.sensor.kind
     }
 
-    pub fn be_time_source(&self) -> &'static str {
+    pub fn be_time_source(&self) -> String {
         self.sensor.be_time_source()
     }
 
@@ -589,10 +584,7 @@ impl Agent {
             };
             let pinned = self.actuator.pin(&moves, lists)?;
             changed += pinned.threads;
-            // A dry run changes nothing: its moves are the plan.
-            if !self.actuator.dry_run {
-                d.moves.retain(|m| pinned.pids.contains(&m.pid));
-            }
+            d.moves.retain(|m| pinned.pids.contains(&m.pid));
         } else {
             // cpuset mode: the BE cgroups get the CPUs of every node that holds BE after the plan.
             let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
@@ -619,6 +611,7 @@ impl Agent {
             }
             let took = self.actuator.write_files(&writes)?;
             changed += took;
+            // (A dry run writes nothing: its moves are the plan.)
             if took < writes.len() && !self.actuator.dry_run {
                 d.moves.clear();
             }

@@ -325,13 +325,18 @@ impl Sensor {
     }
 
     /// How the busy sensor learns the BE time (and the LC wait), for the start-up log.
-    pub fn be_time_source(&self) -> &'static str {
-        match (self.cpuacct.is_empty(), self.lc_wait_on) {
-            (true, true) => "/proc/<pid>/stat, and the threads of processes that ran; LC wait from every non-BE thread's schedstat while BE runs",
-            (true, false) => "/proc/<pid>/stat, and the threads of processes that ran; no LC wait (the kernel keeps no per-thread run_delay)",
-            (false, true) => "cpuacct.usage_percpu of the BE cgroups; LC wait from every non-BE thread's schedstat while BE runs",
-            (false, false) => "cpuacct.usage_percpu of the BE cgroups; no LC wait (the kernel keeps no per-thread run_delay)",
-        }
+    pub fn be_time_source(&self) -> String {
+        let be = if self.cpuacct.is_empty() {
+            "/proc/<pid>/stat, and the threads of processes that ran"
+        } else {
+            "cpuacct.usage_percpu of the BE cgroups"
+        };
+        let wait = if self.lc_wait_on {
+            "LC wait from every non-BE thread's schedstat while BE runs"
+        } else {
+            "no LC wait (the kernel keeps no per-thread run_delay)"
+        };
+        format!("{be}; {wait}")
     }
 
     /// Per-node CPU seconds of the BE threads since the previous call, each thread attributed by the
