@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
+use crate::act::state::{State, StateLock};
 use crate::config::{parse_policy, Config};
 use crate::daemon::Agent;
-use crate::state::{State, StateLock};
 
 const POLICIES: &str =
     "policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)
@@ -253,7 +253,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
                     .topo
                     .nodes
                     .iter()
-                    .map(|n| crate::topology::format_cpulist(&n.cpus))
+                    .map(|n| crate::cpuset::format_cpulist(&n.cpus))
                     .collect::<Vec<_>>()
                     .join(" | "),
                 agent.sensor_kind().name(),
@@ -305,8 +305,8 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
                 return nothing(); // its agent put everything back meanwhile
             }
             let state = State::load(&path).map_err(Failure::Runtime)?;
-            let offline = crate::topology::offline_cpus(&c.sysfs_root);
-            let r = state.restore(&crate::procfs::Procfs::new(&c.procfs_root), &offline);
+            let offline = crate::sense::topology::offline_cpus(&c.sysfs_root);
+            let r = state.restore(&crate::sense::procfs::Procfs::new(&c.procfs_root), &offline);
             r.settle(&path).map_err(Failure::Runtime)?;
             println!("{}", r.summary());
             for msg in r.errors.last.values() {

@@ -6,13 +6,8 @@ use std::path::{Path, PathBuf};
 
 use colosched_core::{Order, Policy};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SensorKind {
-    Auto,
-    Steal,
-    Busy,
-    Psi,
-}
+use crate::sense::cgroup::is_cgroup_dir;
+pub use crate::sense::sensor::SensorKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActuatorMode {
@@ -463,26 +458,10 @@ impl Config {
             );
         }
         if let Some(p) = &self.pseudo_nodes {
-            crate::topology::Topology::pseudo(p)
+            crate::sense::topology::Topology::pseudo(p)
                 .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
         }
         Ok(())
-    }
-}
-
-/// Whether `path` is a directory of a cgroup filesystem (v1 or v2).
-pub fn is_cgroup_dir(path: &Path) -> Result<(), String> {
-    use colosched_memwatch::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_dir() {
-        return Err(format!("{}: not a directory", path.display()));
-    }
-    match fs_type(path).map_err(|e| format!("{}: statfs: {e}", path.display()))? {
-        CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC => Ok(()),
-        t => Err(format!(
-            "{}: not a cgroup (filesystem type {t:#x}; cgroups live under /sys/fs/cgroup)",
-            path.display()
-        )),
     }
 }
 
@@ -505,9 +484,9 @@ impl Config {
             }
         }
         if let Some(lists) = &self.pseudo_nodes {
-            let possible = crate::topology::cpus(&self.sysfs_root, "possible")
+            let possible = crate::sense::topology::cpus(&self.sysfs_root, "possible")
                 .map_err(|e| format!("topology.pseudo_nodes: cannot check the CPUs: {e}"))?;
-            let topo = crate::topology::Topology::pseudo(lists)
+            let topo = crate::sense::topology::Topology::pseudo(lists)
                 .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
             if let Some(c) = topo
                 .all_cpus
@@ -516,7 +495,7 @@ impl Config {
             {
                 return Err(format!(
                     "topology.pseudo_nodes: CPU {c} does not exist (this machine has CPUs {})",
-                    crate::topology::format_cpulist(&possible)
+                    crate::cpuset::format_cpulist(&possible)
                 ));
             }
         }

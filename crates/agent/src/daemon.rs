@@ -13,25 +13,22 @@ use colosched_core::Rng;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::actuator::{controller_dir, Actuator, FileWrite};
+use crate::act::actuator::{Actuator, FileWrite};
+use crate::act::state::State;
 use crate::config::{ActuatorMode, Config, SensorKind};
-use crate::decide::{decide, Decision, Guards, TaskView};
+use crate::cpuset::format_cpulist;
+use crate::decide::look::{steady, Look};
+use crate::decide::plan::{decide, Decision, Guards};
+use crate::decide::select::Selection;
+use crate::decide::views::{key, Key, Views};
 use crate::metrics::Metrics;
 use crate::now_unix;
-use crate::procfs::{clock_ticks, Procfs};
-use crate::select::{BeTask, Selection, Selector};
-use crate::sensor::{NodeReading, Sensor, BE_IDLE};
-use crate::state::State;
-use crate::topology::{format_cpulist, Topology};
-
-/// A full look at the BE tasks (selectors, masks, /proc stat) that moved nothing.
-#[derive(Debug)]
-struct Look {
-    over: Vec<bool>,
-    at: Instant,
-    /// Some BE task could run on a pressured node (but the guards left it there).
-    reachable: bool,
-}
+use crate::sense::cgroup::controller_dir;
+use crate::sense::kernel::clock_ticks;
+use crate::sense::procfs::Procfs;
+use crate::sense::select::{BeTask, Selector};
+use crate::sense::sensor::{NodeReading, Sensor};
+use crate::sense::topology::Topology;
 
 /// What one cycle saw and did.
 #[derive(Debug, Default)]
@@ -55,19 +52,15 @@ pub struct Agent {
     sensor: Sensor,
     pub actuator: Actuator,
     guards: Guards,
-    hz: f64,
     rng: Rng,
     cycle: u64,
     started: Instant,
     /// Consecutive samples each node was over threshold.
     streak: colosched_core::guards::Hysteresis,
-    /// The last full look at the BE tasks, if it moved nothing (see `steady`).
+    /// The last full look at the BE tasks, if it moved nothing (see `decide::look`).
     last_look: Option<Look>,
-    /// CPU ticks of each BE process at the previous cycle, keyed by (pid, starttime).
-    prev_ticks: HashMap<(i32, u64), (u64, u64)>,
-    prev_scan: Option<Instant>,
-    /// When each process (pid, starttime) was last moved: the cool-down clock.
-    moved_at: HashMap<(i32, u64), Instant>,
+    /// The BE processes as the decision sees them, with their cool-down.
+    views: Views,
     /// Processes the agent pinned: node and thread count, so new threads are made to follow.
     placed: HashMap<(i32, u64), (usize, u64)>,
     cpusets: Vec<PathBuf>,
@@ -85,8 +78,6 @@ pub struct Agent {
     log: Option<Box<dyn Write + Send>>,
 }
 
-/// How long a full look that found nothing to move stays good, in intervals.
-const RECHECK_INTERVALS: f64 = 10.0;
 /// The load the policy sees for a node with no CPU online: never the least loaded, so never a
 /// receiver; it holds no task, so it sends none.
 const OFFLINE_LOAD: f64 = 1e9;
@@ -230,19 +221,16 @@ impl Agent {
                 cfg.max_moves_per_cycle,
                 cfg.min_improvement,
             ),
-            hz,
             rng: Rng::new(cfg.seed),
             cycle: 0,
             started: Instant::now(),
             streak: Default::default(),
             last_look: None,
-            prev_ticks: HashMap::new(),
-            prev_scan: None,
-            moved_at: HashMap::new(),
+            views: Views::new(hz, cfg.cooldown_s, cfg.min_task_age_s),
             placed: HashMap::new(),
             cpusets,
             online: None,
-            possible: crate::topology::cpus(&cfg.sysfs_root, "possible").ok(),
+            possible: crate::sense::topology::cpus(&cfg.sysfs_root, "possible").ok(),
             offline_nodes: vec![false; topo.nodes.len()],
             thread_lists,
             be_tasks: 0,
@@ -290,21 +278,18 @@ impl Agent {
 
     /// The CPUs that exist but are offline now.
     pub fn offline_cpus(&self) -> Vec<usize> {
-        crate::topology::offline_cpus(&self.cfg.sysfs_root)
+        crate::sense::topology::offline_cpus(&self.cfg.sysfs_root)
     }
 
     /// The thesis's all-OS mode starts with everything on node 0, so boot traffic stays local.
     pub fn pin_all_to_first_node(&mut self) -> Result<usize, String> {
-        let sel = self.selector.select(&self.procfs);
+        let (pids, _) = self.selector.candidates(&self.procfs);
+        let sel = Selection::of(self.selector.details(&self.procfs, &pids));
         let cpus = self.topo.nodes[0].cpus.clone();
         let moves: Vec<(&BeTask, &[usize])> = sel.tasks.iter().map(|t| (t, &cpus[..])).collect();
         let n = self.actuator.pin(&moves, &[])?.threads;
         let writes = os_writes(&self.cfg, &cpus);
         Ok(n + self.actuator.write_files(&writes)?)
-    }
-
-    fn key(t: &BeTask) -> (i32, u64) {
-        (t.pid, t.starttime)
     }
 
     /// One cycle (one sample): sample, decide, act, log.
@@ -352,7 +337,9 @@ impl Agent {
         {
             (over[n], loads[n]) = (false, OFFLINE_LOAD);
         }
-        if let Some(note) = self.steady(&over, wall0) {
+        let recent_be = self.sensor.recent_be.as_deref();
+        let last = self.last_look.as_ref();
+        if let Some(note) = steady(&over, last, recent_be, now_s, self.cfg.interval_s) {
             let cycle = Cycle {
                 tasks: self.be_tasks,
                 readings,
@@ -394,10 +381,11 @@ impl Agent {
                 // This cycle's sample has just read every BE process's stat.
                 Selection::of(self.sensor.stats.drain(..))
             } else {
-                self.selector.details(&self.procfs, &pids)
+                Selection::of(self.selector.details(&self.procfs, &pids))
             };
             self.selector.mark_partial(&self.procfs, &mut sel.tasks);
-            let views = self.views(&sel.tasks, &masks, wall0);
+            let uptime = self.procfs.uptime().unwrap_or(f64::INFINITY);
+            let views = self.views.of(&sel.tasks, &masks, &self.topo, uptime, now_s);
             cycle.decision = decide(
                 self.cfg.policy,
                 &loads,
@@ -407,10 +395,10 @@ impl Agent {
                 &mut self.rng,
                 self.cycle,
             );
-            self.remember_ticks(&sel.tasks, wall0);
+            self.views.remember(&sel.tasks, now_s);
             self.last_look = cycle.decision.moves.is_empty().then(|| Look {
                 over: over.clone(),
-                at: wall0,
+                at_s: now_s,
                 reachable: true,
             });
             if act {
@@ -423,7 +411,7 @@ impl Agent {
             let hot = over.contains(&true);
             self.last_look = hot.then(|| Look {
                 over: over.clone(),
-                at: wall0,
+                at_s: now_s,
                 reachable: false,
             });
             cycle.decision.note = if hot {
@@ -443,7 +431,7 @@ impl Agent {
     /// Reads which CPUs are online (one small sysfs file, once an interval); when that changed,
     /// which nodes have none, and whether the actuator must read originals with offline CPUs.
     fn check_online(&mut self) {
-        let online = crate::topology::cpus(&self.cfg.sysfs_root, "online").ok();
+        let online = crate::sense::topology::cpus(&self.cfg.sysfs_root, "online").ok();
         if online == self.online {
             return;
         }
@@ -454,36 +442,6 @@ impl Agent {
             self.actuator.cpus_offline = self.possible.as_ref().is_some_and(|p| p != on);
         }
         self.online = online;
-    }
-
-    /// Whether this sample can skip the full look (reading the selectors, every BE mask and
-    /// /proc stat: most of a cycle's CPU), and why. Always when every node is pressured; else
-    /// only while the same nodes are pressured as at the last look, which moved nothing:
-    /// - if it found no BE task able to run on them and BE used no CPU there since the previous
-    ///   sample (a BE task that appeared there, or had its mask widened, would have), until it is
-    ///   `RECHECK_INTERVALS` old; BE CPU time there means a look now;
-    /// - else (BE tasks the guards kept in place, or no BE time to tell) until it is an interval
-    ///   old: the decision is retaken once an interval, not at every sample.
-    fn steady(&self, over: &[bool], now: Instant) -> Option<&'static str> {
-        if !over.contains(&false) {
-            // No move can help: none goes onto a pressured node.
-            return Some("every node is pressured: nowhere to move BE tasks");
-        }
-        let look = self.last_look.as_ref()?;
-        if look.over != over || !over.contains(&true) {
-            return None;
-        }
-        let age = now.duration_since(look.at).as_secs_f64() / self.cfg.interval_s;
-        let be_idle = (self.sensor.recent_be.as_ref())
-            .map(|be| over.iter().zip(be).all(|(&o, &b)| !o || b < BE_IDLE));
-        match (look.reachable, be_idle) {
-            (false, Some(true)) if age < RECHECK_INTERVALS => {
-                Some("no BE CPU time on the pressured node(s) since the last look")
-            }
-            (false, Some(false)) => None,
-            _ if age < 1.0 => Some("the last look, less than an interval ago, could move nothing"),
-            _ => None,
-        }
     }
 
     /// The BE pids now; selector problems are counted as errors.
@@ -500,66 +458,6 @@ impl Agent {
         pids
     }
 
-    /// The decision's view of each BE process. CPU use is measured since the previous detailed
-    /// look at it, or over its lifetime if there was none (so the first decision is informed).
-    fn views<'a>(
-        &self,
-        tasks: &'a [BeTask],
-        masks: &HashMap<i32, Vec<usize>>,
-        now: Instant,
-    ) -> Vec<TaskView<'a>> {
-        let uptime = fs::read_to_string(self.procfs.root.join("uptime"))
-            .ok()
-            .and_then(|t| t.split_whitespace().next()?.parse::<f64>().ok())
-            .unwrap_or(f64::INFINITY);
-        let node_cpus = self.topo.all_cpus.len() as f64 / self.topo.nodes.len() as f64;
-        let cooldown = Duration::from_secs_f64(self.cfg.cooldown_s);
-        tasks
-            .iter()
-            .filter_map(|t| {
-                let mask = masks.get(&t.pid)?;
-                let pinned_node = self.topo.node_containing(mask);
-                let node = pinned_node.or_else(|| self.topo.node_of_cpu(t.processor))?;
-                let reach = mask
-                    .iter()
-                    .filter_map(|&c| self.topo.node_of_cpu(c))
-                    .collect();
-                let age = (uptime - t.starttime as f64 / self.hz).max(1e-3);
-                let (ticks, faults, secs) =
-                    match (self.prev_ticks.get(&Self::key(t)), self.prev_scan) {
-                        (Some(&(c, f)), Some(at)) => (
-                            t.cpu_ticks.saturating_sub(c),
-                            t.faults.saturating_sub(f),
-                            now.duration_since(at).as_secs_f64(),
-                        ),
-                        _ => (t.cpu_ticks, t.faults, age),
-                    };
-                let cpu_s = ticks as f64 / self.hz;
-                let cooling = self
-                    .moved_at
-                    .get(&Self::key(t))
-                    .is_some_and(|&at| now.duration_since(at) < cooldown);
-                Some(TaskView {
-                    task: t,
-                    node,
-                    reach,
-                    pinned: pinned_node.is_some(),
-                    usage: cpu_s / secs.max(1e-3) / node_cpus,
-                    mai: faults as f64 / cpu_s.max(0.01),
-                    movable: !cooling && age >= self.cfg.min_task_age_s,
-                })
-            })
-            .collect()
-    }
-
-    fn remember_ticks(&mut self, tasks: &[BeTask], now: Instant) {
-        self.prev_scan = Some(now);
-        self.prev_ticks = tasks
-            .iter()
-            .map(|t| (Self::key(t), (t.cpu_ticks, t.faults)))
-            .collect();
-    }
-
     /// Carries out the decision's moves; those that did not take (the kernel refused every
     /// thread: counted as errors) are dropped from it, so the log, the metrics and the
     /// cool-down count only moves that happened.
@@ -568,7 +466,7 @@ impl Agent {
             return Ok(0);
         }
         let by_pid: HashMap<i32, &BeTask> = tasks.iter().map(|t| (t.pid, t)).collect();
-        let now = Instant::now();
+        let now_s = self.started.elapsed().as_secs_f64();
         let mut changed = 0;
         let planned = d.moves.len();
         if self.cpusets.is_empty() {
@@ -632,8 +530,8 @@ impl Agent {
             let Some(t) = by_pid.get(&m.pid) else {
                 continue;
             };
-            self.moved_at.insert(Self::key(t), now);
-            self.placed.insert(Self::key(t), (m.to, t.num_threads));
+            self.views.moved(t, now_s);
+            self.placed.insert(key(t), (m.to, t.num_threads));
             if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
                 let others: Vec<usize> = self
                     .topo
@@ -652,9 +550,10 @@ impl Agent {
     /// A process the agent pinned that has more threads now: pin the new ones too (threads
     /// created after the move inherit the mask; this catches those created during it).
     fn follow_new_threads(&mut self, tasks: &[BeTask]) -> Result<usize, String> {
-        let alive: HashMap<(i32, u64), &BeTask> = tasks.iter().map(|t| (Self::key(t), t)).collect();
+        let alive: HashMap<Key, &BeTask> = tasks.iter().map(|t| (key(t), t)).collect();
         self.placed.retain(|k, _| alive.contains_key(k));
-        self.moved_at.retain(|k, _| alive.contains_key(k));
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        (self.views.cooldown).expire(now_ms, |k| alive.contains_key(k));
         self.actuator.forget_threads(|k| alive.contains_key(k));
         if !self.cpusets.is_empty() {
             return Ok(0);
@@ -796,7 +695,7 @@ pub fn os_writes(cfg: &Config, cpus: &[usize]) -> Vec<FileWrite> {
             });
         }
     }
-    let hex = crate::actuator::cpumask_hex(cpus);
+    let hex = crate::cpuset::cpumask_hex(cpus);
     for wq in dirs(&cfg.sysfs_root.join("devices/virtual/workqueue")) {
         let path = wq.join("cpumask");
         if path.exists() {
@@ -812,33 +711,20 @@ pub fn os_writes(cfg: &Config, cpus: &[usize]) -> Vec<FileWrite> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::tests::fake_proc;
-
-    /// /proc/stat with `busy` ticks on CPU 0 and `busy1` on CPU 1, `total` ticks each.
-    fn stat2(root: &Path, total: u64, busy: u64, busy1: u64) {
-        let (idle, idle1) = (total - busy, total - busy1);
-        let text = format!("cpu  0 0 0 0 0 0 0 0 0 0\ncpu0 {busy} 0 0 {idle} 0 0 0 0 0 0\ncpu1 {busy1} 0 0 {idle1} 0 0 0 0 0 0\n");
-        fs::write(root.join("stat"), text).unwrap();
-    }
-
-    fn stat(root: &Path, total: u64, busy: u64) {
-        stat2(root, total, busy, 0)
-    }
+    use crate::fake;
 
     fn fake_agent(dir: &Path, mask: &str, interval_s: f64) -> Agent {
         let (proc_root, cg) = (dir.join("proc"), dir.join("cg"));
-        fake_proc(&proc_root, 50, "be", 0, 1, 100);
-        fs::write(
-            proc_root.join("50/status"),
-            format!("Cpus_allowed_list:\t{mask}\n"),
-        )
-        .unwrap();
+        fake::process(&proc_root, 50, "be", 0, 1, 100);
+        fake::cpus(&dir.join("sys"), "0-1", "0-1");
+        fake::allowed(&proc_root, 50, mask);
         fs::create_dir_all(&cg).unwrap();
         fs::write(cg.join("cgroup.procs"), "50\n").unwrap();
         fs::write(cg.join("cpuacct.usage_percpu"), "0 0\n").unwrap();
         Agent::new(Config {
             interval_s,
             procfs_root: proc_root,
+            sysfs_root: dir.join("sys"),
             pseudo_nodes: Some(vec!["0".into(), "1".into()]),
             sensor: SensorKind::Busy,
             hysteresis: 1,
@@ -866,7 +752,7 @@ mod tests {
         let c = Cycle {
             decision: Decision {
                 targets: vec![1],
-                moves: vec![crate::decide::Planned {
+                moves: vec![crate::decide::plan::Planned {
                     pid: 50,
                     comm: "be".into(),
                     from: 0,
@@ -905,7 +791,11 @@ mod tests {
         let notes: Vec<String> = (1..=10u64)
             .map(|i| {
                 std::thread::sleep(Duration::from_millis(50));
-                stat2(&dir.path().join("proc"), 1000 + i * 100, i * 55, i * 48);
+                fake::stat(
+                    &dir.path().join("proc"),
+                    1000 + i * 100,
+                    &[(i * 55, 0), (i * 48, 0)],
+                );
                 agent.step(false).unwrap().decision.note
             })
             .collect();
@@ -933,7 +823,11 @@ mod tests {
             .zip(1u64..)
             .map(|(&b, i)| {
                 busy += b;
-                stat(&dir.path().join("proc"), 1000 + i * 100, busy);
+                fake::stat(
+                    &dir.path().join("proc"),
+                    1000 + i * 100,
+                    &[(busy, 0), (0, 0)],
+                );
                 !agent.step(false).unwrap().decision.moves.is_empty()
             })
             .collect();
@@ -949,7 +843,11 @@ mod tests {
         fs::remove_file(&procs).unwrap();
         fs::create_dir(&procs).unwrap();
         for i in 1..=4u64 {
-            stat2(&dir.path().join("proc"), 1000 + i * 100, i * 90, i * 80);
+            fake::stat(
+                &dir.path().join("proc"),
+                1000 + i * 100,
+                &[(i * 90, 0), (i * 80, 0)],
+            );
             let c = agent.step(false).unwrap();
             if i > 1 {
                 assert_eq!(
@@ -979,7 +877,7 @@ mod tests {
         let mut step = |agent: &mut Agent| {
             std::thread::sleep(Duration::from_millis(50));
             t += 100;
-            stat(&proc_root, t, t - 1000);
+            fake::stat(&proc_root, t, &[(t - 1000, 0), (0, 0)]);
             agent.step(false).unwrap().decision
         };
         step(&mut agent); // the first sample has nothing to compare with
@@ -991,7 +889,7 @@ mod tests {
         let steady = "no BE CPU time on the pressured node(s) since the last look";
         assert_eq!(step(&mut agent).note, steady);
         // Someone widens the BE task's mask: with no BE CPU time on node 0 the gate holds ...
-        fs::write(proc_root.join("50/status"), "Cpus_allowed_list:\t0-1\n").unwrap();
+        fake::allowed(&proc_root, 50, "0-1");
         assert_eq!(step(&mut agent).note, steady);
         // ... until BE runs there (10 ms of BE time on CPU 0): then the agent looks and moves it.
         acct(10_000_000);
@@ -1005,5 +903,25 @@ mod tests {
             agent.last_look.is_none(),
             "a look that moved is not a reason to skip"
         );
+    }
+
+    #[test]
+    fn a_node_whose_cpus_went_offline_is_never_a_target() {
+        // Node 0 pressured, the BE task may run on both: it would go to node 1, but CPU 1 is
+        // taken offline. Originals are then read with offline CPUs kept.
+        let dir = tempfile::tempdir().unwrap();
+        let mut agent = fake_agent(dir.path(), "0-1", 1.0);
+        let proc_root = dir.path().join("proc");
+        fake::stat(&proc_root, 1000, &[(0, 0), (0, 0)]);
+        agent.step(false).unwrap();
+        fake::stat(&proc_root, 1100, &[(90, 0), (0, 0)]);
+        let d = agent.step(false).unwrap().decision;
+        assert_eq!(d.moves.iter().map(|m| m.to).collect::<Vec<_>>(), [1]);
+        assert!(!agent.actuator.cpus_offline);
+        fake::cpus(&dir.path().join("sys"), "0-1", "0");
+        fake::stat(&proc_root, 1200, &[(180, 0), (0, 0)]);
+        let c = agent.step(false).unwrap();
+        assert!(c.decision.moves.is_empty(), "{:?}", c.decision);
+        assert!(agent.actuator.cpus_offline);
     }
 }

@@ -2,23 +2,22 @@
 //! work and moves best-effort (BE) tasks between NUMA nodes (or pseudo-nodes) with the very
 //! `colosched-core` policies the cluster simulator replays.
 //!
-//! Rooms: `topology`, `procfs`, `select` and `sensor` only read; `actuator` (and `state`'s
-//! restore) only write; `decide` is pure; `daemon` wires them; `cli` is the command line.
+//! Rooms: `sense` only reads; `decide` is pure; `act` only writes (and restores); `daemon` wires
+//! them; `cli` is the command line; `config` parses and checks the configuration. Imports go one
+//! way: cpuset, config → sense → decide → act → daemon → cli.
 //! `memwatch` is the memory-threshold watcher (spec 004), its own crate (`colosched-memwatch`)
 //! re-exported here; `signals` is the SIGTERM/SIGINT handling both loops share, which lives there.
 
-pub mod actuator;
+pub mod act;
 pub mod cli;
 pub mod config;
 pub mod cpuset;
 pub mod daemon;
 pub mod decide;
+#[cfg(test)]
+mod fake;
 pub mod metrics;
-pub mod procfs;
-pub mod select;
-pub mod sensor;
-pub mod state;
-pub mod topology;
+pub mod sense;
 
 pub use colosched_memwatch as memwatch;
 pub use colosched_memwatch::signals;
@@ -28,4 +27,48 @@ pub fn now_unix() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod rooms {
+    /// Each room imports only the rooms below it (tests may use the shared fake tree): no
+    /// circles, and readers cannot write, nor deciders read.
+    #[test]
+    fn imports_go_one_way() {
+        let allowed: &[(&str, &[&str])] = &[
+            ("cpuset.rs", &[]),
+            ("sense", &["cpuset", "sense"]),
+            ("decide", &["cpuset", "sense", "decide"]),
+            ("act", &["cpuset", "sense", "act"]),
+            ("config.rs", &["cpuset", "sense", "config"]),
+        ];
+        let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut checked = 0;
+        for (room, may) in allowed {
+            let path = src.join(room);
+            let files: Vec<_> = match std::fs::read_dir(&path) {
+                Ok(d) => d.flatten().map(|e| e.path()).collect(),
+                Err(_) => vec![path],
+            };
+            for f in files {
+                let text = std::fs::read_to_string(&f).unwrap();
+                for (i, line) in text.lines().enumerate() {
+                    for used in line.split("crate::").skip(1) {
+                        let name: String = used
+                            .chars()
+                            .take_while(|c| c.is_alphanumeric() || *c == '_')
+                            .collect();
+                        assert!(
+                            may.contains(&name.as_str()) || name == "fake",
+                            "{}:{}: {room} may not use crate::{name}",
+                            f.display(),
+                            i + 1
+                        );
+                    }
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked >= 12, "only {checked} files checked");
+    }
 }

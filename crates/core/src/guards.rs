@@ -11,6 +11,7 @@
 //! Pure: the caller gives the cycle number (the simulator's step, the agent's sample count).
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use crate::{Cell, Limits, Move, Planner, Rng, TaskId};
 
@@ -68,13 +69,46 @@ impl Hysteresis {
 
 /// A planner with the agent's guards, for the simulator. Cells are told apart by their place
 /// in the cycle (`plan_at`); a cell not looked at in the previous cycle starts its streaks anew.
+/// Tasks moved recently, which may not move again until `span` has passed. Time is a number in
+/// the caller's unit: cycles in the simulator, milliseconds in the agent.
+#[derive(Clone, Debug)]
+pub struct Cooldown<K> {
+    pub span: u64,
+    moved_at: HashMap<K, u64>,
+}
+
+impl<K: Hash + Eq> Cooldown<K> {
+    pub fn new(span: u64) -> Cooldown<K> {
+        Cooldown {
+            span,
+            moved_at: HashMap::new(),
+        }
+    }
+
+    /// `task` moved at `now`.
+    pub fn moved(&mut self, task: K, now: u64) {
+        self.moved_at.insert(task, now);
+    }
+
+    /// Whether `task` moved less than `span` before `now`.
+    pub fn cooling(&self, task: &K, now: u64) -> bool {
+        (self.moved_at.get(task)).is_some_and(|&at| now.saturating_sub(at) < self.span)
+    }
+
+    /// Forgets the tasks that are no longer cooling at `now`, and those `keep` says no to.
+    pub fn expire(&mut self, now: u64, keep: impl Fn(&K) -> bool) {
+        let span = self.span;
+        (self.moved_at).retain(|k, &mut at| now.saturating_sub(at) < span && keep(k));
+    }
+}
+
 pub struct Guarded<P> {
     pub inner: P,
     pub guards: Guards,
     cells: HashMap<usize, (u64, Hysteresis)>,
     /// The cycle of the previous look at any cell, and of the look before that cycle.
     cycles: (u64, u64),
-    moved_at: HashMap<TaskId, u64>,
+    cooldown: Cooldown<TaskId>,
 }
 
 impl<P: Planner> Guarded<P> {
@@ -84,7 +118,7 @@ impl<P: Planner> Guarded<P> {
             guards,
             cells: HashMap::new(),
             cycles: (u64::MAX, u64::MAX),
-            moved_at: HashMap::new(),
+            cooldown: Cooldown::new(guards.cooldown),
         }
     }
 }
@@ -108,9 +142,7 @@ impl<P: Planner> Planner for Guarded<P> {
     ) -> Vec<Move> {
         if cycle != self.cycles.0 {
             self.cycles = (cycle, self.cycles.0);
-            let cooldown = self.guards.cooldown;
-            self.moved_at
-                .retain(|_, &mut at| cycle.saturating_sub(at) < cooldown);
+            self.cooldown.expire(cycle, |_| true);
         }
         let previous = self.cycles.1;
         let (last, hysteresis) = self.cells.entry(at).or_default();
@@ -127,12 +159,12 @@ impl<P: Planner> Planner for Guarded<P> {
         // Cooling tasks are left out of the planner's view.
         let mut view = cell.clone();
         for node in &mut view.nodes {
-            node.tasks.retain(|t| !self.moved_at.contains_key(&t.id));
+            node.tasks.retain(|t| !self.cooldown.cooling(&t.id, cycle));
         }
         let planned = self.inner.plan_at(at, &view, limits, rng, cycle);
         let (kept, _) = filter(planned, &loads, &over, g.min_improvement);
         for m in &kept {
-            self.moved_at.insert(m.task, cycle);
+            self.cooldown.moved(m.task, cycle);
         }
         kept
     }

@@ -10,7 +10,7 @@ pub mod metrics;
 pub mod policy;
 pub mod rng;
 
-pub use guards::{Guarded, Guards};
+pub use guards::{Cooldown, Guarded, Guards};
 pub use metrics::gini;
 pub use policy::{Limits, MigratableCpu, Order, Planner, Policy};
 pub use rng::Rng;

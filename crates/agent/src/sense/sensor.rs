@@ -17,9 +17,8 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::config::SensorKind;
-use crate::procfs::{CpuTicks, Procfs, TaskStat};
-use crate::topology::Topology;
+use crate::sense::procfs::{CpuTicks, Procfs, TaskStat};
+use crate::sense::topology::Topology;
 
 /// `now - before` for a cumulative counter. A counter that went backwards wrapped at 32 bits
 /// (32-bit kernels export `unsigned long`) if `before` fits in 32 bits; otherwise it was reset
@@ -169,6 +168,15 @@ impl LcWait {
         });
         self.total.clone()
     }
+}
+
+/// Which pressure signal a node's load is read from (`auto` picks one at start-up).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SensorKind {
+    Auto,
+    Steal,
+    Busy,
+    Psi,
 }
 
 impl SensorKind {
@@ -589,18 +597,10 @@ pub fn read_psi_avg10(cgroup: &Path) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::select::Selector;
+    use crate::fake;
+    use crate::sense::select::Selector;
 
     /// Per CPU (user ticks, steal ticks); idle fills up to `total` ticks per CPU.
-    fn write_stat_total(root: &Path, total: u64, cpus: &[(u64, u64)]) {
-        let mut s = String::from("cpu  0 0 0 0 0 0 0 0 0 0\n");
-        for (i, (user, steal)) in cpus.iter().enumerate() {
-            let idle = total - user - steal;
-            s.push_str(&format!("cpu{i} {user} 0 0 {idle} 0 0 0 {steal} 0 0\n"));
-        }
-        fs::create_dir_all(root).unwrap();
-        fs::write(root.join("stat"), s).unwrap();
-    }
 
     #[test]
     fn delta_handles_wrap_and_reset() {
@@ -614,13 +614,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = Procfs::new(dir.path());
         let topo = Topology::pseudo(&["0-1".into(), "2-3".into()]).unwrap();
-        write_stat_total(dir.path(), 1000, &[(0, 0), (0, 10), (0, 0), (0, 0)]);
+        fake::stat(dir.path(), 1000, &[(0, 0), (0, 10), (0, 0), (0, 0)]);
         let mut s = Sensor::new(SensorKind::Steal, 100.0, vec![], vec![]);
         assert!(
             s.sample(&p, &topo, &[], 0.0).unwrap().is_none(),
             "first sample has no interval"
         );
-        write_stat_total(dir.path(), 1200, &[(0, 30), (0, 40), (0, 5), (0, 0)]);
+        fake::stat(dir.path(), 1200, &[(0, 30), (0, 40), (0, 5), (0, 0)]);
         let r = s.sample(&p, &topo, &[], 2.0).unwrap().unwrap();
         assert_eq!(r[0].raw, 60.0);
         assert_eq!(r[1].raw, 5.0);
@@ -633,7 +633,7 @@ mod tests {
         let root = dir.path();
         let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
         let p = Procfs::new(root);
-        crate::select::tests::fake_proc(root, 50, "be", 0, 0, 1000);
+        fake::process(root, 50, "be", 0, 0, 1000);
         let cg = root.join("cg");
         fs::create_dir_all(&cg).unwrap();
         fs::write(cg.join("cgroup.procs"), "50\n").unwrap();
@@ -644,11 +644,11 @@ mod tests {
             all: false,
         };
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        fake::stat(root, 1000, &[(0, 0), (0, 0)]);
         s.sample(&p, &topo, &sel.candidates(&p).0, 0.0).unwrap();
         // One second later: CPU 0 ran 100 ticks, 60 of them the BE thread; CPU 1 ran 20 ticks.
-        crate::select::tests::fake_proc(root, 50, "be", 0, 0, 1060);
-        write_stat_total(root, 1100, &[(100, 0), (20, 0)]);
+        fake::process(root, 50, "be", 0, 0, 1060);
+        fake::stat(root, 1100, &[(100, 0), (20, 0)]);
         let r = s
             .sample(&p, &topo, &sel.candidates(&p).0, 1.0)
             .unwrap()
@@ -656,8 +656,8 @@ mod tests {
         assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
         assert!((r[1].load - 0.2).abs() < 1e-12, "{r:?}");
         // Next second the thread is found on CPU 1: it hopped, so its 40 ticks split 20/20.
-        crate::select::tests::fake_proc(root, 50, "be", 0, 1, 1100);
-        write_stat_total(root, 1200, &[(150, 0), (70, 0)]);
+        fake::process(root, 50, "be", 0, 1, 1100);
+        fake::stat(root, 1200, &[(150, 0), (70, 0)]);
         let r = s
             .sample(&p, &topo, &sel.candidates(&p).0, 2.0)
             .unwrap()
@@ -677,11 +677,10 @@ mod tests {
     ) -> (Topology, Procfs, Sensor) {
         let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
         let p = Procfs::new(root);
-        crate::select::tests::fake_proc(root, pid, "be", 0, cpu, ticks);
-        let status = format!("Cpus_allowed_list:\t{mask}\n");
-        fs::write(root.join(format!("{pid}/status")), status).unwrap();
+        fake::process(root, pid, "be", 0, cpu, ticks);
+        fake::allowed(root, pid, mask);
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        fake::stat(root, 1000, &[(0, 0), (0, 0)]);
         s.sample(&p, &topo, &[pid], 0.0).unwrap();
         (topo, p, s)
     }
@@ -692,8 +691,8 @@ mod tests {
         let root = dir.path();
         // Its main thread last ran on CPU 0 (a stale value), but its mask is CPU 1 only.
         let (topo, p, mut s) = first_busy_sample(root, 60, 0, 500, "1");
-        crate::select::tests::fake_proc(root, 60, "be", 0, 0, 540);
-        write_stat_total(root, 1100, &[(50, 0), (90, 0)]);
+        fake::process(root, 60, "be", 0, 0, 540);
+        fake::stat(root, 1100, &[(50, 0), (90, 0)]);
         let r = s.sample(&p, &topo, &[60], 1.0).unwrap().unwrap();
         assert!((r[0].load - 0.5).abs() < 1e-12, "{r:?}");
         assert!((r[1].load - 0.5).abs() < 1e-12, "{r:?}");
@@ -705,17 +704,17 @@ mod tests {
         let root = dir.path();
         let (topo, p, mut s) = first_busy_sample(root, 70, 1, 500, "0-1");
         // Unpinned, it ran 80 ticks on CPU 1; then the agent pinned it there.
-        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 580);
-        fs::write(root.join("70/status"), "Cpus_allowed_list:\t1\n").unwrap();
-        write_stat_total(root, 1100, &[(0, 0), (80, 0)]);
+        fake::process(root, 70, "be", 0, 1, 580);
+        fake::allowed(root, 70, "1");
+        fake::stat(root, 1100, &[(0, 0), (80, 0)]);
         let r = s.sample(&p, &topo, &[70], 1.0).unwrap().unwrap();
         assert!(
             r[1].load.abs() < 1e-12,
             "its 80 ticks are BE, not LC: {r:?}"
         );
         // From then on its aggregate stat: 30 more ticks.
-        crate::select::tests::fake_proc(root, 70, "be", 0, 1, 610);
-        write_stat_total(root, 1200, &[(0, 0), (110, 0)]);
+        fake::process(root, 70, "be", 0, 1, 610);
+        fake::stat(root, 1200, &[(0, 0), (110, 0)]);
         let r = s.sample(&p, &topo, &[70], 2.0).unwrap().unwrap();
         assert!(r[1].load.abs() < 1e-12, "{r:?}");
         let p70 = &s.prev_procs[&70];
@@ -729,12 +728,12 @@ mod tests {
         let (topo, p, mut s) = first_busy_sample(root, 80, 0, 500, "0-1");
         // Its time did not move: its thread list is not read (gone here, it would be forgotten).
         fs::remove_dir_all(root.join("80/task")).unwrap();
-        write_stat_total(root, 1100, &[(50, 0), (0, 0)]);
+        fake::stat(root, 1100, &[(50, 0), (0, 0)]);
         let r = s.sample(&p, &topo, &[80], 1.0).unwrap().unwrap();
         assert!((r[0].load - 0.5).abs() < 1e-12, "{r:?}");
         // Then its thread runs 60 ticks on CPU 0, charged from the baseline kept at 500.
-        crate::select::tests::fake_proc(root, 80, "be", 0, 0, 560);
-        write_stat_total(root, 1200, &[(150, 0), (0, 0)]);
+        fake::process(root, 80, "be", 0, 0, 560);
+        fake::stat(root, 1200, &[(150, 0), (0, 0)]);
         let r = s.sample(&p, &topo, &[80], 2.0).unwrap().unwrap();
         assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
     }
@@ -753,7 +752,7 @@ mod tests {
             "1000000000 5000000000 \n",
         )
         .unwrap();
-        write_stat_total(root, 1000, &[(0, 0), (0, 0)]);
+        fake::stat(root, 1000, &[(0, 0), (0, 0)]);
         s.sample(&p, &topo, &[], 0.0).unwrap();
         // 0.6 s of BE time on CPU 0, 0.1 s on CPU 1.
         fs::write(
@@ -761,7 +760,7 @@ mod tests {
             "1600000000 5100000000 \n",
         )
         .unwrap();
-        write_stat_total(root, 1100, &[(100, 0), (20, 0)]);
+        fake::stat(root, 1100, &[(100, 0), (20, 0)]);
         let r = s.sample(&p, &topo, &[], 1.0).unwrap().unwrap();
         assert!((r[0].load - 0.4).abs() < 1e-12, "{r:?}");
         assert!((r[1].load - 0.1).abs() < 1e-12, "{r:?}");
@@ -770,20 +769,6 @@ mod tests {
             .sample(&p, &topo, &[], 2.0)
             .unwrap_err()
             .contains("cpuacct.usage_percpu"));
-    }
-
-    /// A thread `tid` of process `pid` that last ran on `cpu` and has waited `wait_ns`.
-    fn fake_thread(root: &Path, pid: i32, tid: i32, cpu: usize, wait_ns: u64) {
-        let mut line =
-            format!("{tid} (t) R 1 {pid} {pid} 0 -1 0 10 0 2 0 5 0 0 0 20 0 1 0 500 1000 42");
-        for _ in 25..=38 {
-            line.push_str(" 0");
-        }
-        line.push_str(&format!(" {cpu} 0 0 0 0 0\n"));
-        let d = root.join(format!("{pid}/task/{tid}"));
-        fs::create_dir_all(&d).unwrap();
-        fs::write(d.join("stat"), line).unwrap();
-        fs::write(d.join("schedstat"), format!("1000 {wait_ns} 4\n")).unwrap();
     }
 
     /// Two one-CPU nodes; BE process 50 in a cgroup with cpuacct (BE time `ns0` on CPU 0); LC
@@ -801,12 +786,12 @@ mod tests {
         fn new() -> WaitScene {
             let dir = tempfile::tempdir().unwrap();
             let root = dir.path();
-            crate::select::tests::fake_proc(root, 50, "be", 0, 0, 100);
-            crate::select::tests::fake_proc(root, 30, "lc", 0, 0, 100);
-            fs::write(root.join("30/status"), "Cpus_allowed_list:\t0\n").unwrap();
-            fake_thread(root, 30, 30, 0, 0);
-            fake_thread(root, 30, 31, 1, 0);
-            fake_thread(root, 50, 50, 0, 0);
+            fake::process(root, 50, "be", 0, 0, 100);
+            fake::process(root, 30, "lc", 0, 0, 100);
+            fake::allowed(root, 30, "0");
+            fake::thread(root, 30, 30, 0, 0);
+            fake::thread(root, 30, 31, 1, 0);
+            fake::thread(root, 50, 50, 0, 0);
             let acct = root.join("acct");
             fs::create_dir_all(&acct).unwrap();
             fs::write(acct.join("cpuacct.usage_percpu"), "0 0\n").unwrap();
@@ -836,7 +821,7 @@ mod tests {
             self.busy[0] += busy[0];
             self.busy[1] += busy[1];
             let total = 1000 + (self.t * 100.0) as u64;
-            write_stat_total(root, total, &[(self.busy[0], 0), (self.busy[1], 0)]);
+            fake::stat(root, total, &[(self.busy[0], 0), (self.busy[1], 0)]);
             let pids: &[i32] = if self.s.wants_be_pids() { &[50] } else { &[] };
             let r = self.s.sample(&self.p, &self.topo, pids, self.t).unwrap();
             self.t += 0.5;
@@ -883,9 +868,12 @@ mod tests {
         // BE for 0.4 s each of a 0.5 s interval: LC demand is 0.2 + 1.6 = 1.8 CPUs of a 1-CPU node.
         let mut w = WaitScene::new();
         let root = w.dir.path().to_path_buf();
-        fake_thread(&root, 30, 32, 0, 0);
-        fs::create_dir_all(root.join("32")).unwrap();
-        fs::write(root.join("32/status"), "Cpus_allowed_list:\t0\n").unwrap();
+        fake::thread(&root, 30, 32, 0, 0);
+        // /proc/32 exists for a thread too (hidden from listings): it names its process.
+        fake::write(
+            &root.join("32/status"),
+            "Tgid:\t30\nCpus_allowed_list:\t0\n",
+        );
         w.step([0, 0], 0, [0, 0, 0]);
         w.step([50, 0], 250_000_000, [0, 0, 0]);
         w.step([50, 0], 650_000_000, [0, 0, 0]);
@@ -958,9 +946,9 @@ mod tests {
         let p = Procfs::new(dir.path());
         let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
-        write_stat_total(dir.path(), 1000, &[(0, 0), (0, 0)]);
+        fake::stat(dir.path(), 1000, &[(0, 0), (0, 0)]);
         s.sample(&p, &topo, &[], 0.0).unwrap();
-        write_stat_total(dir.path(), 1050, &[(50, 0), (10, 0)]);
+        fake::stat(dir.path(), 1050, &[(50, 0), (10, 0)]);
         let r = s.sample(&p, &topo, &[], 1.0).unwrap().unwrap();
         assert_eq!((r[0].load, r[1].load), (1.0, 0.2));
     }
@@ -976,7 +964,7 @@ mod tests {
         let mut loads = Vec::new();
         for i in 0..8u64 {
             let busy = (i * 25).saturating_sub(50);
-            write_stat_total(dir.path(), 1000 + i * 25, &[(busy, 0), (0, 0)]);
+            fake::stat(dir.path(), 1000 + i * 25, &[(busy, 0), (0, 0)]);
             let r = s.sample(&p, &topo, &[], i as f64 * 0.25).unwrap();
             loads.push(r.map(|r| r[0].load));
         }
@@ -1001,7 +989,7 @@ mod tests {
         (s.samples, s.min_span_s) = (5, 0.24);
         let got: Vec<bool> = (0..5u64)
             .map(|i| {
-                write_stat_total(dir.path(), 1000 + i * 10, &[(i * 5, 0), (0, 0)]);
+                fake::stat(dir.path(), 1000 + i * 10, &[(i * 5, 0), (0, 0)]);
                 s.sample(&p, &topo, &[], i as f64 * 0.1).unwrap().is_some()
             })
             .collect();
@@ -1020,7 +1008,7 @@ mod tests {
         s.samples = 2;
         let mut step = |t: f64, ns: &str| {
             fs::write(acct.join("cpuacct.usage_percpu"), ns).unwrap();
-            write_stat_total(root, 1000 + (t * 100.0) as u64, &[(0, 0), (0, 0)]);
+            fake::stat(root, 1000 + (t * 100.0) as u64, &[(0, 0), (0, 0)]);
             s.sample(&p, &topo, &[], t).unwrap();
             s.recent_be.clone()
         };

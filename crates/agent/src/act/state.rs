@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::actuator::{get_affinity, set_affinity, ErrorCounts};
-use crate::procfs::{Procfs, PF_KTHREAD};
-use crate::topology::{format_cpulist, parse_cpulist};
+use crate::act::actuator::{set_affinity, ErrorCounts};
+use crate::cpuset::{format_cpulist, parse_cpulist};
+use crate::sense::kernel::get_affinity;
+use crate::sense::procfs::{Procfs, PF_KTHREAD};
 
 /// The state file's format: 3 = per-thread start times and the tick each thread was changed.
 pub const VERSION: u32 = 3;
@@ -95,17 +96,11 @@ impl Restored {
     /// Removes the state file, or, with threads pending, leaves them in it (only them).
     pub fn settle(&self, path: &Path) -> Result<(), String> {
         if self.pending.tasks.is_empty() {
-            crate::actuator::remove_state(path)
+            crate::act::actuator::remove_state(path)
         } else {
             self.pending.save(path)
         }
     }
-}
-
-/// Clock ticks after boot now: the clock of /proc's `starttime` (CLOCK_BOOTTIME).
-pub fn boot_ticks(hz: f64) -> u64 {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
-    ((t.tv_sec as f64 + t.tv_nsec as f64 / 1e9) * hz) as u64
 }
 
 impl State {
@@ -238,7 +233,7 @@ impl State {
                     }
                 }
                 Ok(()) => r.tasks += 1,
-                Err(e) if e.raw_os_error() == Some(libc::ESRCH) => r.gone += 1,
+                Err(e) if ErrorCounts::kind(&e) == "esrch" => r.gone += 1,
                 Err(e) => r.errors.count(&e, &format!("restore tid {tid}")),
             }
         }
@@ -290,7 +285,7 @@ impl State {
                         r.inherited += 1;
                         fixed += 1;
                     }
-                    Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
+                    Err(e) if ErrorCounts::kind(&e) == "esrch" => {}
                     Err(e) => r.errors.count(&e, &format!("restore tid {tid}")),
                 }
             }
@@ -381,22 +376,19 @@ impl Drop for StateLock {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake;
 
     /// A fake /proc/<pid>/task/<tid>/stat (and /proc/<pid>/stat for the main thread) with the
     /// fields these tests read: ppid and start time.
     fn fake(root: &Path, pid: i32, tid: i32, ppid: i32, start: u64) {
-        let mut line =
-            format!("{tid} (t) S {ppid} {pid} {pid} 0 -1 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0");
-        for _ in 25..=44 {
-            line.push_str(" 0");
-        }
-        line.push('\n');
-        let d = root.join(format!("{pid}/task/{tid}"));
-        fs::create_dir_all(&d).unwrap();
-        fs::write(d.join("stat"), &line).unwrap();
-        if tid == pid {
-            fs::write(root.join(format!("{pid}/stat")), &line).unwrap();
-        }
+        let t = fake::Task {
+            pid,
+            tid,
+            ppid,
+            start,
+            ..Default::default()
+        };
+        fake::task(root, t);
     }
 
     fn saved(pid: i32, starttime: u64, changed_at: u64) -> SavedTask {

@@ -5,7 +5,7 @@
 use colosched_core::{Cell, Limits, Node, Planner, Policy, Rng, Task};
 
 use crate::cpuset::CpuSet;
-use crate::select::BeTask;
+use crate::sense::select::BeTask;
 
 /// A BE process as the decision sees it.
 #[derive(Clone, Debug)]

@@ -3,6 +3,8 @@
 use std::fs;
 use std::path::Path;
 
+use crate::cpuset::parse_cpulist;
+
 /// One node of the cell: its index in the topology, its sysfs id, and its CPUs (sorted).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeCpus {
@@ -115,77 +117,18 @@ pub fn offline_cpus(sysfs: &Path) -> Vec<usize> {
     }
 }
 
-/// Parses the kernel's CPU list format: `0-3,8,10-11` (whitespace and a trailing newline allowed).
-pub fn parse_cpulist(text: &str) -> Result<Vec<usize>, String> {
-    let mut cpus = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
-        let part = part.trim();
-        let num = |s: &str| {
-            s.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("bad CPU list {:?}", text.trim()))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b || b >= 4096 {
-                    return Err(format!("bad CPU range {part:?}"));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(num(part)?),
-        }
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
-/// The inverse of `parse_cpulist`: `[0,1,2,5]` → `0-2,5`.
-pub fn format_cpulist(cpus: &[usize]) -> String {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let mut j = i;
-        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
-            j += 1;
-        }
-        out.push(if i == j {
-            cpus[i].to_string()
-        } else {
-            format!("{}-{}", cpus[i], cpus[j])
-        });
-        i = j + 1;
-    }
-    out.join(",")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn cpulist_round_trip() {
-        assert_eq!(
-            parse_cpulist("0-3,8,10-11\n").unwrap(),
-            vec![0, 1, 2, 3, 8, 10, 11]
-        );
-        assert_eq!(format_cpulist(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
-        assert_eq!(parse_cpulist("\n").unwrap(), Vec::<usize>::new());
-        assert!(parse_cpulist("3-1").is_err());
-        assert!(parse_cpulist("a").is_err());
-    }
-
-    #[test]
     fn sysfs_nodes_skip_cpuless_and_sort() {
-        let dir = tempfile::tempdir().unwrap();
+        let f = crate::fake::Fake::new();
         for (n, list) in [(1, "2-3"), (0, "0-1"), (2, "")] {
-            let d = dir.path().join(format!("devices/system/node/node{n}"));
-            fs::create_dir_all(&d).unwrap();
-            fs::write(d.join("cpulist"), format!("{list}\n")).unwrap();
+            crate::fake::node(&f.sys, n, list);
         }
-        fs::create_dir_all(dir.path().join("devices/system/node/power")).unwrap();
-        let t = Topology::from_sysfs(dir.path()).unwrap();
+        fs::create_dir_all(f.sys.join("devices/system/node/power")).unwrap();
+        let t = Topology::from_sysfs(&f.sys).unwrap();
         assert_eq!(t.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(t.node_of_cpu(3), Some(1));
         assert_eq!(t.node_containing(&[2, 3]), Some(1));

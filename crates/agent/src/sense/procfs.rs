@@ -7,6 +7,11 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use colosched_memwatch::fs_type;
+
+/// `PROC_SUPER_MAGIC` (statfs f_type of a proc filesystem).
+const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+
 /// `PF_KTHREAD` in the flags field of /proc/<pid>/stat: a kernel thread.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 /// `PF_NO_SETAFFINITY`: the kernel fixed this task's affinity (per-CPU kthreads, …).
@@ -178,9 +183,14 @@ pub fn parse_schedstat(text: &str) -> Result<SchedStat, String> {
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
 
-/// Paths under one procfs root.
+/// Paths under one procfs root. Two facts about the root are read once, when it is opened,
+/// and decide how it is read (not whether it is "the real one"):
+/// - `procfs`: it is a proc filesystem, where a file of a process that died fails to read.
+///   Only then are files kept open (a file of a fake tree would read its old text forever).
+/// - `own_pids`: its `self` link names this process: its pids are ours, so system calls may
+///   stand in for files (`sched_getaffinity`, `tgkill` with signal 0).
 ///
-/// On the real /proc, the /proc/<pid>/stat files read are kept open and read again from offset 0
+/// On a proc filesystem, the /proc/<pid>/stat files read are kept open and read again from offset 0
 /// at the next look: a move reads every BE process's stat (1,000 of them), and opening each by
 /// path cost a third of the read. A kept file belongs to the process, not to the pid: once that
 /// process is gone the read fails, the file is closed and the pid opened anew. The kernel keeps a
@@ -193,6 +203,7 @@ pub struct Procfs {
     /// Kept /proc/<pid>/task/<tid>/schedstat files of LC threads, by tid (the same budget).
     kept_sched: RefCell<HashMap<i32, fs::File>>,
     max_kept: usize,
+    own_pids: bool,
 }
 
 impl Clone for Procfs {
@@ -205,22 +216,19 @@ impl Clone for Procfs {
 impl Procfs {
     pub fn new(root: impl Into<PathBuf>) -> Procfs {
         let root = root.into();
-        let mut max_kept = 0;
-        if is_real(&root) {
-            let mut lim = libc::rlimit {
-                rlim_cur: 0,
-                rlim_max: 0,
-            };
-            // SAFETY: getrlimit only writes the struct it is given.
-            if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
-                max_kept = lim.rlim_cur.saturating_sub(FDS_SPARE) as usize;
-            }
-        }
+        let procfs = fs_type(&root).is_ok_and(|t| t == PROC_SUPER_MAGIC);
+        let max_kept = match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+            Some(n) if procfs => n.saturating_sub(FDS_SPARE) as usize,
+            _ => 0,
+        };
+        let me = std::process::id().to_string();
+        let own_pids = fs::read_link(root.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str());
         Procfs {
             root,
             kept: RefCell::new(HashMap::new()),
             kept_sched: RefCell::new(HashMap::new()),
             max_kept,
+            own_pids,
         }
     }
 
@@ -279,11 +287,8 @@ impl Procfs {
     /// Whether the kernel keeps per-thread run-queue wait (`CONFIG_SCHED_INFO`; without it every
     /// schedstat file reads `0 0 0`). On the real /proc: this thread is running, so it was given
     /// a CPU at least once (its run time may not be accounted yet: a fresh thread reads
-    /// `0 0 1`). A fake tree is taken to have it (its tests write the files).
+    /// `0 0 1`).
     pub fn has_sched_info(&self) -> bool {
-        if !is_real(&self.root) {
-            return true;
-        }
         fs::read_to_string(self.root.join("thread-self/schedstat"))
             .ok()
             .and_then(|t| parse_schedstat(&t).ok())
@@ -318,17 +323,17 @@ impl Procfs {
         self.kept.borrow().len()
     }
 
-    /// The CPUs `pid` may run on: `sched_getaffinity` on the real /proc (a syscall, no file),
-    /// `Cpus_allowed_list` of <root>/<pid>/status on a fake tree.
+    /// The CPUs `pid` may run on: `sched_getaffinity` where the pids are ours (a syscall, no
+    /// file), else `Cpus_allowed_list` of <root>/<pid>/status.
     pub fn affinity(&self, pid: i32) -> Option<Vec<usize>> {
-        if is_real(&self.root) {
-            return crate::actuator::get_affinity(pid).ok();
+        if self.own_pids {
+            return crate::sense::kernel::get_affinity(pid).ok();
         }
         let text = fs::read_to_string(self.root.join(format!("{pid}/status"))).ok()?;
         let list = text
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-        crate::topology::parse_cpulist(list).ok()
+        crate::cpuset::parse_cpulist(list).ok()
     }
 
     /// The CPUs thread `tid` of `pid` is allowed, offline ones included: `Cpus_allowed_list` of
@@ -339,17 +344,18 @@ impl Procfs {
         let list = text
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-        crate::topology::parse_cpulist(list).ok()
+        crate::cpuset::parse_cpulist(list).ok()
     }
 
     /// Whether every one of `tids` is still a thread of `pid` (tgkill with signal 0, which checks
     /// and sends nothing): a thread list kept from an earlier look is still right, with no
     /// /proc/<pid>/task listing. The main thread (`tid == pid`) is not checked: the caller has just
-    /// read the process. Always false on a fake tree, whose pids are not real.
+    /// read the process. Always false where the pids are not ours (the caller lists them).
     pub fn still_threads(&self, pid: i32, tids: &[i32]) -> bool {
-        is_real(&self.root)
+        self.own_pids
             && tids.iter().filter(|&&tid| tid != pid).all(|&tid| {
-                // SAFETY: tgkill with signal 0 only looks the thread up.
+                // SAFETY: tgkill with signal 0 only looks the thread up. (Neither rustix nor nix
+                // wraps tgkill.)
                 unsafe { libc::syscall(libc::SYS_tgkill, pid, tid, 0) == 0 }
             })
     }
@@ -362,6 +368,12 @@ impl Procfs {
             .trim()
             .parse()
             .ok()
+    }
+
+    /// Seconds since boot (the first field of <root>/uptime).
+    pub fn uptime(&self) -> Option<f64> {
+        let text = fs::read_to_string(self.root.join("uptime")).ok()?;
+        text.split_whitespace().next()?.parse().ok()
     }
 
     pub fn comm(&self, pid: i32) -> Option<String> {
@@ -379,11 +391,6 @@ impl Procfs {
             })
             .unwrap_or(false)
     }
-}
-
-/// The machine's own /proc, not a fake tree of a test.
-fn is_real(root: &Path) -> bool {
-    root == Path::new("/proc")
 }
 
 /// Reads a small /proc file with plain pread(2) calls. `read_to_string` on a `File` first asks
@@ -443,17 +450,6 @@ fn numeric_entries(dir: &Path) -> Vec<i32> {
         .collect();
     out.sort_unstable();
     out
-}
-
-/// USER_HZ: the unit of /proc/stat and of utime/stime.
-pub fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if hz > 0 {
-        hz as f64
-    } else {
-        100.0
-    }
 }
 
 #[cfg(test)]
@@ -618,9 +614,19 @@ mod tests {
         p.proc_stat(me, &mut buf).unwrap();
         p.keep_stat_files(|x| x != me);
         assert_eq!(p.kept_stat_files(), 0);
-        let fake = Procfs::new("/proc/self/..");
+        // What counts is the filesystem, not the path: /proc by another path keeps files, a
+        // copy of the file in a tempdir (which would read its old text forever) does not.
+        let other = Procfs::new("/proc/self/..");
+        other.proc_stat(me, &mut buf).unwrap();
+        assert_eq!(other.kept_stat_files(), 1, "a proc filesystem keeps files");
+        let f = crate::fake::Fake::new();
+        crate::fake::process(&f.proc, me, "t", 0, 0, 1);
+        let fake = Procfs::new(&f.proc);
         fake.proc_stat(me, &mut buf).unwrap();
-        assert_eq!(fake.kept_stat_files(), 0, "only the real /proc keeps files");
+        assert_eq!(fake.kept_stat_files(), 0, "a tempdir keeps none");
+        let tids = other.tids(me);
+        assert!(tids.len() > 1 && other.still_threads(me, &tids));
+        assert!(!fake.still_threads(me, &tids), "its pids are not ours");
     }
 
     #[test]

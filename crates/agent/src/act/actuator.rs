@@ -12,21 +12,11 @@ use rustix::thread::CpuSet as KernelCpuSet;
 
 use crate::cpuset::CpuSet;
 
-use crate::procfs::Procfs;
-use crate::select::BeTask;
-use crate::state::{boot_ticks, SavedTask, State};
-use crate::topology::format_cpulist;
-
-/// The affinity of thread `tid` (`sched_getaffinity`: online CPUs only).
-pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
-    let set = rustix::thread::sched_getaffinity(pid_of(tid)?)?;
-    // Up to the last CPU set, not all 1,024 (testing every bit was 5 % of a move's CPU).
-    let n = set.count() as usize;
-    Ok((0..KernelCpuSet::MAX_CPU)
-        .filter(|&c| set.is_set(c))
-        .take(n)
-        .collect())
-}
+use crate::act::state::{SavedTask, State};
+use crate::cpuset::format_cpulist;
+use crate::sense::kernel::{boot_ticks, get_affinity, pid_of};
+use crate::sense::procfs::Procfs;
+use crate::sense::select::BeTask;
 
 pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
     let mut set = KernelCpuSet::new();
@@ -34,14 +24,6 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
         set.set(c);
     }
     Ok(rustix::thread::sched_setaffinity(pid_of(tid)?, &set)?)
-}
-
-/// A thread id as the kernel takes it (ESRCH for one that cannot be a thread).
-fn pid_of(tid: i32) -> io::Result<Option<rustix::process::Pid>> {
-    match rustix::process::Pid::from_raw(tid) {
-        Some(p) => Ok(Some(p)),
-        None => Err(io::Error::from_raw_os_error(libc::ESRCH)),
-    }
 }
 
 /// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).
@@ -74,18 +56,6 @@ pub fn migrate_pages(pid: i32, from: &[usize], to: &[usize]) -> io::Result<u64> 
     }
 }
 
-/// The `cpumask` format of /sys/devices/virtual/workqueue/*/cpumask: hex, 32-bit groups, commas.
-pub fn cpumask_hex(cpus: &[usize]) -> String {
-    let words = cpus.iter().max().map_or(1, |m| m / 32 + 1);
-    let mut w = vec![0u32; words];
-    for &c in cpus {
-        w[c / 32] |= 1 << (c % 32);
-    }
-    let mut parts: Vec<String> = w.iter().rev().map(|x| format!("{x:08x}")).collect();
-    parts[0] = format!("{:x}", w[words - 1]);
-    parts.join(",")
-}
-
 /// Errors by kind: esrch, einval, eperm, eio, other (and the last message of each, for the log).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ErrorCounts {
@@ -95,11 +65,12 @@ pub struct ErrorCounts {
 
 impl ErrorCounts {
     pub fn kind(e: &io::Error) -> &'static str {
-        match e.raw_os_error() {
-            Some(libc::ESRCH) => "esrch",
-            Some(libc::EINVAL) => "einval",
-            Some(libc::EPERM) | Some(libc::EACCES) => "eperm",
-            Some(libc::EIO) => "eio",
+        use rustix::io::Errno;
+        match Errno::from_io_error(e) {
+            Some(Errno::SRCH) => "esrch",
+            Some(Errno::INVAL) => "einval",
+            Some(Errno::PERM) | Some(Errno::ACCESS) => "eperm",
+            Some(Errno::IO) => "eio",
             _ => "other",
         }
     }
@@ -180,7 +151,7 @@ impl Actuator {
             errors: ErrorCounts::default(),
             cpus_offline: false,
             forget_at: FORGET_AT_LEAST,
-            hz: crate::procfs::clock_ticks(),
+            hz: crate::sense::kernel::clock_ticks(),
             threads: HashMap::new(),
         }
     }
@@ -425,7 +396,10 @@ impl Actuator {
 
     /// Restores everything recorded and removes the state file (keeping what must wait for
     /// offline CPUs, see `Restored::settle`).
-    pub fn restore_all(&mut self, offline: &[usize]) -> Result<crate::state::Restored, String> {
+    pub fn restore_all(
+        &mut self,
+        offline: &[usize],
+    ) -> Result<crate::act::state::Restored, String> {
         let r = self.state.restore(&self.procfs, offline);
         r.settle(&self.state_path)?;
         self.state = State::new();
@@ -442,20 +416,6 @@ pub fn remove_state(path: &Path) -> Result<(), String> {
     }
 }
 
-/// The directory of `cgroup` that has `file` of `controller`: the cgroup itself (cgroup2, or a
-/// v1 path in that controller's hierarchy), else the same path in the v1 `controller` hierarchy
-/// under `root` (the cgroup mounts, /sys/fs/cgroup): with cpu, cpuacct and cpuset mounted
-/// separately, <root>/cpu/be has a twin <root>/cpuset/be when the operator made one.
-pub fn controller_dir(root: &Path, cgroup: &Path, controller: &str, file: &str) -> Option<PathBuf> {
-    if cgroup.join(file).exists() {
-        return Some(cgroup.to_path_buf());
-    }
-    let rest = cgroup.strip_prefix(root).ok()?;
-    let rel = rest.iter().skip(1).collect::<PathBuf>();
-    let dir = root.join(controller).join(rel);
-    dir.join(file).exists().then_some(dir)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,8 +424,8 @@ mod tests {
     fn new_errors_are_reported_once_with_their_last_message() {
         let mut e = ErrorCounts::default();
         let mut seen = BTreeMap::new();
-        e.count(&io::Error::from_raw_os_error(libc::ESRCH), "tid 7");
-        e.count(&io::Error::from_raw_os_error(libc::ESRCH), "tid 8");
+        e.count(&io::Error::from(rustix::io::Errno::SRCH), "tid 7");
+        e.count(&io::Error::from(rustix::io::Errno::SRCH), "tid 8");
         let lines = e.report_new(&mut seen);
         assert_eq!(lines.len(), 1);
         assert!(
@@ -478,39 +438,6 @@ mod tests {
             e.report_new(&mut seen),
             ["1 selector error(s), the last: /x/cgroup.procs: gone"]
         );
-    }
-
-    #[test]
-    fn a_v1_twin_in_another_controllers_hierarchy() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("cpu/be")).unwrap();
-        std::fs::create_dir_all(root.join("cpuset/be")).unwrap();
-        std::fs::write(root.join("cpuset/be/cpuset.cpus"), "0-1").unwrap();
-        let be = root.join("cpu/be");
-        let twin = controller_dir(root, &be, "cpuset", "cpuset.cpus");
-        assert_eq!(twin, Some(root.join("cpuset/be")));
-        assert_eq!(
-            controller_dir(root, &be, "cpuacct", "cpuacct.usage_percpu"),
-            None
-        );
-        let own = controller_dir(root, &root.join("cpuset/be"), "cpuset", "cpuset.cpus");
-        assert_eq!(
-            own,
-            Some(root.join("cpuset/be")),
-            "the cgroup itself has it"
-        );
-        assert_eq!(
-            controller_dir(Path::new("/elsewhere"), &be, "cpuset", "cpuset.cpus"),
-            None
-        );
-    }
-
-    #[test]
-    fn hex_masks() {
-        assert_eq!(cpumask_hex(&[0, 1, 2, 3]), "f");
-        assert_eq!(cpumask_hex(&[4]), "10");
-        assert_eq!(cpumask_hex(&[0, 33]), "2,00000001");
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use regex_lite::Regex;
 
-use crate::procfs::{Procfs, TaskStat, PF_KTHREAD, PF_NO_SETAFFINITY};
+use crate::sense::procfs::{Procfs, TaskStat};
 
 pub struct Selector {
     pub cgroups: Vec<PathBuf>,
@@ -35,15 +35,6 @@ pub struct BeTask {
     /// Only these threads are BE (cgroup v1, where one thread of a process can be in a cgroup
     /// without the others); `None`: all of them.
     pub threads: Option<Vec<i32>>,
-}
-
-/// What one selection pass found, with the reasons tasks were left alone.
-#[derive(Debug, Default)]
-pub struct Selection {
-    pub tasks: Vec<BeTask>,
-    pub kernel_threads: usize,
-    /// Selector problems (a cgroup or pid file that cannot be read, a bad line): counted, logged.
-    pub errors: Vec<String>,
 }
 
 impl Selector {
@@ -105,14 +96,12 @@ impl Selector {
         pids
     }
 
-    /// The BE processes alive now among `pids`, with their /proc/<pid>/stat read once (gone
-    /// ones are skipped).
-    pub fn details(&self, procfs: &Procfs, pids: &[i32]) -> Selection {
+    /// /proc/<pid>/stat of each of `pids` alive now, read once (gone ones are skipped).
+    pub fn details(&self, procfs: &Procfs, pids: &[i32]) -> Vec<(i32, TaskStat)> {
         let mut buf = String::new();
-        Selection::of(
-            pids.iter()
-                .filter_map(|&pid| Some((pid, procfs.proc_stat(pid, &mut buf)?))),
-        )
+        pids.iter()
+            .filter_map(|&pid| Some((pid, procfs.proc_stat(pid, &mut buf)?)))
+            .collect()
     }
 
     /// In cgroup v1 a thread can be in a cgroup without the rest of its process, and
@@ -147,102 +136,5 @@ impl Selector {
                 t.threads = Some(be);
             }
         }
-    }
-
-    /// `candidates` then `details`.
-    pub fn select(&self, procfs: &Procfs) -> Selection {
-        let (pids, errors) = self.candidates(procfs);
-        Selection {
-            errors,
-            ..self.details(procfs, &pids)
-        }
-    }
-}
-
-impl Selection {
-    /// The BE processes of these (pid, /proc/<pid>/stat) pairs; kernel threads and tasks whose
-    /// affinity the kernel fixes are dropped here.
-    pub fn of(stats: impl IntoIterator<Item = (i32, TaskStat)>) -> Selection {
-        let mut sel = Selection::default();
-        for (pid, st) in stats {
-            if st.flags & (PF_KTHREAD | PF_NO_SETAFFINITY) != 0 {
-                sel.kernel_threads += 1;
-                continue;
-            }
-            sel.tasks.push(BeTask {
-                pid,
-                comm: st.comm,
-                ppid: st.ppid,
-                starttime: st.starttime,
-                cpu_ticks: st.cpu_ticks,
-                num_threads: st.num_threads,
-                rss_pages: st.rss_pages,
-                faults: st.minflt + st.majflt,
-                processor: st.processor,
-                threads: None,
-            });
-        }
-        sel
-    }
-}
-
-#[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-    use std::path::Path;
-
-    /// A fake /proc entry: `flags` 0x00200000 makes a kernel thread.
-    pub(crate) fn fake_proc(root: &Path, pid: i32, comm: &str, flags: u64, cpu: usize, ticks: u64) {
-        let mut line = format!("{pid} ({comm}) S 1 {pid} {pid} 0 -1 {flags} 10 0 2 0 {ticks} 0 0 0 20 0 3 0 500 1000 42");
-        for _ in 25..=38 {
-            line.push_str(" 0");
-        }
-        line.push_str(&format!(" {cpu} 0 0 0 0 0\n"));
-        let d = root.join(format!("{pid}/task/{pid}"));
-        fs::create_dir_all(&d).unwrap();
-        fs::write(root.join(format!("{pid}/stat")), &line).unwrap();
-        fs::write(d.join("stat"), &line).unwrap();
-        fs::write(root.join(format!("{pid}/comm")), format!("{comm}\n")).unwrap();
-    }
-
-    #[test]
-    fn selectors_union_and_exclusions() {
-        let dir = tempfile::tempdir().unwrap();
-        let proc_root = dir.path().join("proc");
-        fake_proc(&proc_root, 10, "stress", 0, 0, 100);
-        fake_proc(&proc_root, 11, "memcached", 0, 1, 100);
-        fake_proc(&proc_root, 12, "kworker/0:1", PF_KTHREAD, 0, 5);
-        fake_proc(
-            &proc_root,
-            13,
-            "ksoftirqd/0",
-            PF_KTHREAD | PF_NO_SETAFFINITY,
-            0,
-            5,
-        );
-        fake_proc(&proc_root, 14, "batch", 0, 1, 7);
-        let cg = dir.path().join("cg");
-        fs::create_dir_all(&cg).unwrap();
-        fs::write(cg.join("cgroup.procs"), "12\n14\n99\n").unwrap(); // 99 is gone
-        let pidfile = dir.path().join("be.pids");
-        fs::write(&pidfile, "13\n\nnot-a-pid\n").unwrap();
-        let sel = Selector {
-            cgroups: vec![cg, dir.path().join("missing")],
-            comm: Some(Regex::new("^(stress|kworker)").unwrap()),
-            pid_files: vec![pidfile],
-            all: false,
-        };
-        let s = sel.select(&Procfs::new(&proc_root));
-        let pids: Vec<i32> = s.tasks.iter().map(|t| t.pid).collect();
-        assert_eq!(
-            pids,
-            vec![10, 14],
-            "memcached is LC; kernel threads never BE"
-        );
-        assert_eq!(s.kernel_threads, 2);
-        assert_eq!(s.errors.len(), 2, "{:?}", s.errors);
-        assert!(s.errors.iter().any(|e| e.contains("be.pids:3: not a pid")));
-        assert_eq!(s.tasks[0].cpu_ticks, 100);
-        assert_eq!(s.tasks[1].processor, 1);
     }
 }
