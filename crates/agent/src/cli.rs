@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 use crate::act::state::{State, StateLock};
 use crate::config::{parse_policy, Config};
 use crate::daemon::Agent;
+use crate::error::Error;
 
 const POLICIES: &str =
     "policies: coarse, fine, fine:mem, fine:cpu, fine:mai, fine:none (docs/agent.md)
@@ -144,11 +145,6 @@ enum Cmd {
     },
 }
 
-enum Failure {
-    Usage(String),
-    Runtime(String),
-}
-
 /// Runs the command line `args` (without the program name); returns the exit code.
 pub fn main(args: Vec<String>) -> i32 {
     let cli = match Cli::try_parse_from(std::iter::once("colosched-agent".to_string()).chain(args))
@@ -163,13 +159,13 @@ pub fn main(args: Vec<String>) -> i32 {
     let sub = subscriber(&cli);
     tracing::subscriber::with_default(sub, || match dispatch(cli.cmd) {
         Ok(code) => code,
-        Err(Failure::Usage(msg)) => {
-            tracing::error!("{msg}");
-            2
-        }
-        Err(Failure::Runtime(msg)) => {
-            tracing::error!("{msg}");
-            1
+        Err(e) => {
+            tracing::error!("{e}");
+            if e.is_usage() {
+                2
+            } else {
+                1
+            }
         }
     })
 }
@@ -184,8 +180,11 @@ fn warn(msg: &str) {
 
 /// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
 /// config error: named with the config file.
-fn in_config(path: &std::path::Path, e: String) -> Failure {
-    Failure::Usage(format!("{}: {e}", path.display()))
+fn in_config(path: &std::path::Path, e: Error) -> Error {
+    Error::InFile {
+        path: path.to_path_buf(),
+        source: Box::new(e),
+    }
 }
 
 /// What `run` may override besides the common flags.
@@ -199,20 +198,21 @@ struct Overrides {
 }
 
 /// The config file with the command line's overrides applied, validated.
-fn load_config(a: &Common, o: &Overrides) -> Result<Config, Failure> {
+fn load_config(a: &Common, o: &Overrides) -> Result<Config, Error> {
     let path = &a.config;
-    let mut c = Config::load(path).map_err(Failure::Usage)?;
+    let mut c = Config::load(path)?;
     if !a.be_cgroups.is_empty() {
         c.be_cgroups = a.be_cgroups.clone();
     }
     if let Some(p) = &a.policy {
-        c.policy = parse_policy(p).map_err(|e| Failure::Usage(format!("--policy: {e}")))?;
+        c.policy = parse_policy(p).map_err(|e| Error::config("--policy", e))?;
     }
     if let Some(i) = o.interval {
         if !(0.05..=3600.0).contains(&i) {
-            return Err(Failure::Usage(format!(
-                "--interval: {i} is not a number of seconds from 0.05 to 3600"
-            )));
+            return Err(Error::config(
+                "--interval",
+                format!("{i} is not a number of seconds from 0.05 to 3600"),
+            ));
         }
         c.interval_s = i;
     }
@@ -223,10 +223,8 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Failure> {
         c.decision_log = Some(d.clone());
     }
     if let Some(m) = &o.metrics {
-        c.metrics_listen = Some(
-            crate::config::parse_listen(m)
-                .map_err(|e| Failure::Usage(format!("--metrics: {e}")))?,
-        );
+        c.metrics_listen =
+            Some(crate::config::parse_listen(m).map_err(|e| Error::config("--metrics", e))?);
     }
     c.dry_run |= o.dry_run;
     c.validate().map_err(|e| in_config(path, e))?;
@@ -234,12 +232,12 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Failure> {
 }
 
 /// The agent for a config checked against this machine; errors name the config file and key.
-fn agent_for(a: &Common, c: Config) -> Result<Agent, Failure> {
+fn agent_for(a: &Common, c: Config) -> Result<Agent, Error> {
     c.check_system().map_err(|e| in_config(&a.config, e))?;
     Agent::new(c).map_err(|e| in_config(&a.config, e))
 }
 
-fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
+fn dispatch(cmd: Cmd) -> Result<i32, Error> {
     match cmd {
         // Its own flags and exit codes (docs/memwatch.md).
         Cmd::Memwatch { args } => Ok(crate::memwatch::cli::main(&args)),
@@ -269,7 +267,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
             let mut c = load_config(&a, &Overrides::default())?;
             c.decision_log = None;
             let mut agent = agent_for(&a, c)?;
-            let cycle = agent.plan_once().map_err(Failure::Runtime)?;
+            let cycle = agent.plan_once()?;
             let out = agent.plan_json(&cycle);
             if json {
                 println!("{out}");
@@ -300,14 +298,14 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
                 return nothing();
             }
             // A live agent holds the lock: its state is its own to restore (SIGTERM it).
-            let _lock = StateLock::acquire(&path).map_err(Failure::Runtime)?;
+            let _lock = StateLock::acquire(&path)?;
             if !path.exists() {
                 return nothing(); // its agent put everything back meanwhile
             }
-            let state = State::load(&path).map_err(Failure::Runtime)?;
+            let state = State::load(&path)?;
             let offline = crate::sense::topology::offline_cpus(&c.sysfs_root);
             let r = state.restore(&crate::sense::procfs::Procfs::new(&c.procfs_root), &offline);
-            r.settle(&path).map_err(Failure::Runtime)?;
+            r.settle(&path)?;
             println!("{}", r.summary());
             for msg in r.errors.last.values() {
                 warn(msg);
@@ -330,13 +328,13 @@ fn dispatch(cmd: Cmd) -> Result<i32, Failure> {
                 metrics,
             };
             let agent = agent_for(&a, load_config(&a, &o)?)?;
-            run(agent).map_err(Failure::Runtime)
+            run(agent)
         }
     }
 }
 
-fn run(mut agent: Agent) -> Result<i32, String> {
-    let signals = crate::signals::Signals::catch()?;
+fn run(mut agent: Agent) -> Result<i32, Error> {
+    let signals = crate::signals::Signals::catch().map_err(Error::Runtime)?;
     // One agent per state file, until this one has put everything back.
     let _lock = StateLock::acquire(&agent.cfg.state_file)?;
     let c = &agent.cfg;
@@ -359,7 +357,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
         log(&msg);
     }
     if let Some(addr) = agent.cfg.metrics_listen {
-        let bound = crate::metrics::serve(addr, agent.metrics.clone())?;
+        let bound = crate::metrics::serve(addr, agent.metrics.clone()).map_err(Error::Runtime)?;
         log(&format!("metrics at http://{bound}/metrics"));
     }
     if agent.cfg.all_os_activities {
@@ -391,7 +389,7 @@ fn run(mut agent: Agent) -> Result<i32, String> {
                 if agent.cfg.dry_run { " (dry run)" } else { "" }
             )),
             Ok(_) => {}
-            Err(e) if e.starts_with("state file") => break Err(e), // cannot record: stop changing things
+            Err(e @ Error::State { .. }) => break Err(e), // cannot record: stop changing things
             Err(e) => {
                 // Logged at most once per ERRORS_LOGGED_EVERY, with how many failed meanwhile.
                 failed += 1;

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use colosched_core::{Order, Policy};
 
+use crate::error::{Error, Result};
 use crate::sense::cgroup::is_cgroup_dir;
 pub use crate::sense::sensor::SensorKind;
 
@@ -86,7 +87,7 @@ impl Default for Config {
 
 /// The metrics address: `HOST:PORT`, or a bare `PORT` / `:PORT`, which binds 127.0.0.1 (the
 /// endpoint is local unless the operator names another address).
-pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen(text: &str) -> std::result::Result<SocketAddr, String> {
     let port = text.strip_prefix(':').unwrap_or(text);
     if let Ok(p) = port.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
@@ -99,18 +100,25 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 const SYSTEM_COMMS: &[&str] = &["systemd", "init", "sshd", "kthreadd", "bash", "containerd"];
 
 /// `be.comm`: a valid regex that matches neither everything (the empty name) nor the system.
-fn check_comm(re: &str) -> Result<(), String> {
-    let r = regex_lite::Regex::new(re).map_err(|e| format!("be.comm: bad regex: {e}"))?;
+fn check_comm(re: &str) -> Result<()> {
+    let r = regex_lite::Regex::new(re)
+        .map_err(|e| Error::config("be.comm", format!("bad regex: {e}")))?;
     if r.is_match("") {
-        return Err(format!(
-            "be.comm: {re:?} matches every process name (it matches the empty one); name the BE \
+        return Err(Error::config(
+            "be.comm",
+            format!(
+                "{re:?} matches every process name (it matches the empty one); name the BE \
              programs, e.g. \"^(stress-ng|batch)$\""
+            ),
         ));
     }
     if let Some(sys) = SYSTEM_COMMS.iter().find(|c| r.is_match(c)) {
-        return Err(format!(
-            "be.comm: {re:?} matches {sys:?}: too broad, it would move the system's own \
+        return Err(Error::config(
+            "be.comm",
+            format!(
+                "{re:?} matches {sys:?}: too broad, it would move the system's own \
              processes; anchor it, e.g. \"^(stress-ng|batch)$\""
+            ),
         ));
     }
     Ok(())
@@ -119,18 +127,21 @@ fn check_comm(re: &str) -> Result<(), String> {
 /// The busy sensor's LC demand is a fraction of a node's CPUs. Demand can exceed 1 (LC threads
 /// waiting side by side), but a threshold above 1 would leave LC starved on a full node before
 /// acting: refused.
-pub fn check_busy_threshold(t: Option<f64>) -> Result<(), String> {
+pub fn check_busy_threshold(t: Option<f64>) -> Result<()> {
     match t {
-        Some(t) if t > 1.0 => Err(format!(
-            "sensor.threshold: the busy sensor's LC demand is a fraction of a node's CPUs \
+        Some(t) if t > 1.0 => Err(Error::config(
+            "sensor.threshold",
+            format!(
+                "the busy sensor's LC demand is a fraction of a node's CPUs \
              (1 = LC alone wants the whole node); a threshold must be at most 1, got {t}"
+            ),
         )),
         _ => Ok(()),
     }
 }
 
 /// The agent's policy names: the core's, plus `fine:mem|cpu|mai|none` as the issue spells them.
-pub fn parse_policy(name: &str) -> Result<Policy, String> {
+pub fn parse_policy(name: &str) -> std::result::Result<Policy, String> {
     let alias = match name {
         "fine:mem" => Some(Order::MemUsage),
         "fine:cpu" => Some(Order::CpuUsage),
@@ -214,84 +225,82 @@ impl<'a> Section<'a> {
     fn get(&self, k: &str) -> Option<&'a toml::Value> {
         self.table?.get(k)
     }
-    fn num(&self, k: &str) -> Result<Option<f64>, String> {
+    fn num(&self, k: &str) -> Result<Option<f64>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::Float(f)) => Ok(Some(*f)),
             Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
-            Some(v) => Err(format!(
-                "{}: expected a number, got {}",
+            Some(v) => Err(Error::config(
                 self.key(k),
-                v.type_str()
+                format!("expected a number, got {}", v.type_str()),
             )),
         }
     }
-    fn str(&self, k: &str) -> Result<Option<&'a str>, String> {
+    fn str(&self, k: &str) -> Result<Option<&'a str>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(format!(
-                "{}: expected a string, got {}",
+            Some(v) => Err(Error::config(
                 self.key(k),
-                v.type_str()
+                format!("expected a string, got {}", v.type_str()),
             )),
         }
     }
-    fn bool(&self, k: &str) -> Result<Option<bool>, String> {
+    fn bool(&self, k: &str) -> Result<Option<bool>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
-            Some(v) => Err(format!(
-                "{}: expected true or false, got {}",
+            Some(v) => Err(Error::config(
                 self.key(k),
-                v.type_str()
+                format!("expected true or false, got {}", v.type_str()),
             )),
         }
     }
-    fn strings(&self, k: &str) -> Result<Option<Vec<String>>, String> {
+    fn strings(&self, k: &str) -> Result<Option<Vec<String>>> {
         let Some(v) = self.get(k) else {
             return Ok(None);
         };
-        let bad = || format!("{}: expected a list of strings", self.key(k));
+        let bad = || Error::config(self.key(k), "expected a list of strings");
         let arr = v.as_array().ok_or_else(bad)?;
         arr.iter()
             .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
-            .collect::<Result<_, _>>()
+            .collect::<Result<_>>()
             .map(Some)
     }
-    fn paths(&self, k: &str) -> Result<Vec<PathBuf>, String> {
+    fn paths(&self, k: &str) -> Result<Vec<PathBuf>> {
         let list = self.strings(k)?.unwrap_or_default();
         if list.iter().any(|p| p.trim().is_empty()) {
-            return Err(format!("{}: an empty path", self.key(k)));
+            return Err(Error::config(self.key(k), "an empty path"));
         }
         Ok(list.into_iter().map(PathBuf::from).collect())
     }
     /// A number that must satisfy `ok`, described by `what` in the error.
-    fn checked(
-        &self,
-        k: &str,
-        what: &str,
-        ok: impl Fn(f64) -> bool,
-    ) -> Result<Option<f64>, String> {
+    fn checked(&self, k: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>> {
         match self.num(k)? {
-            Some(x) if !(x.is_finite() && ok(x)) => {
-                Err(format!("{}: must be {what}, got {x}", self.key(k)))
-            }
+            Some(x) if !(x.is_finite() && ok(x)) => Err(Error::config(
+                self.key(k),
+                format!("must be {what}, got {x}"),
+            )),
             x => Ok(x),
         }
     }
 }
 
 impl Config {
-    pub fn load(path: &Path) -> Result<Config, String> {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    pub fn load(path: &Path) -> Result<Config> {
+        let in_file = |e| Error::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
+        };
+        let text =
+            std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
+        Config::parse(&text).map_err(in_file)
     }
 
-    pub fn parse(text: &str) -> Result<Config, String> {
+    pub fn parse(text: &str) -> Result<Config> {
         let root: toml::Table = text
             .parse()
-            .map_err(|e: toml::de::Error| e.to_string().trim().replace('\n', " "))?;
+            .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
         for (section, keys) in KNOWN {
             let table = if section.is_empty() {
                 Some(&root)
@@ -299,7 +308,12 @@ impl Config {
                 match root.get(*section) {
                     None => None,
                     Some(toml::Value::Table(t)) => Some(t),
-                    Some(_) => return Err(format!("{section}: expected a table [{section}]")),
+                    Some(_) => {
+                        return Err(Error::config(
+                            *section,
+                            format!("expected a table [{section}]"),
+                        ))
+                    }
                 }
             };
             for k in table.into_iter().flat_map(|t| t.keys()) {
@@ -309,7 +323,10 @@ impl Config {
                     } else {
                         format!("{section}.{k}")
                     };
-                    return Err(format!("{name}: unknown key (known: {})", keys.join(", ")));
+                    return Err(Error::config(
+                        name,
+                        format!("unknown key (known: {})", keys.join(", ")),
+                    ));
                 }
             }
         }
@@ -337,13 +354,14 @@ impl Config {
             c.interval_s = x;
         }
         if let Some(p) = top.str("policy")? {
-            c.policy = parse_policy(p).map_err(|e| format!("policy: {e}"))?;
+            c.policy = parse_policy(p).map_err(|e| Error::config("policy", e))?;
         }
         if let Some(p) = top.str("state_file")? {
             if p.trim().is_empty() {
-                return Err(
-                    "state_file: an empty path (the agent records what it changes there)".into(),
-                );
+                return Err(Error::config(
+                    "state_file",
+                    "an empty path (the agent records what it changes there)",
+                ));
             }
             c.state_file = PathBuf::from(p);
         }
@@ -373,8 +391,9 @@ impl Config {
             Some("busy") => SensorKind::Busy,
             Some("psi") => SensorKind::Psi,
             Some(k) => {
-                return Err(format!(
-                    "sensor.kind: unknown sensor {k:?} (known: auto, steal, busy, psi)"
+                return Err(Error::config(
+                    "sensor.kind",
+                    format!("unknown sensor {k:?} (known: auto, steal, busy, psi)"),
                 ))
             }
         };
@@ -403,8 +422,9 @@ impl Config {
             None | Some("affinity") => ActuatorMode::Affinity,
             Some("cpuset") => ActuatorMode::Cpuset,
             Some(m) => {
-                return Err(format!(
-                    "actuator.mode: unknown mode {m:?} (known: affinity, cpuset)"
+                return Err(Error::config(
+                    "actuator.mode",
+                    format!("unknown mode {m:?} (known: affinity, cpuset)"),
                 ))
             }
         };
@@ -430,36 +450,43 @@ impl Config {
             .unwrap_or(c.warning_threshold);
         if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
             c.metrics_listen =
-                Some(parse_listen(addr).map_err(|e| format!("metrics.listen: {e}"))?);
+                Some(parse_listen(addr).map_err(|e| Error::config("metrics.listen", e))?);
         }
         Ok(c)
     }
 
     /// Checks that need the whole config (after command-line overrides).
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<()> {
         let has_selector =
             !self.be_cgroups.is_empty() || self.be_comm.is_some() || !self.be_pid_files.is_empty();
         if !has_selector && !self.all_os_activities {
-            return Err("be: no best-effort selector (set be.cgroups, be.comm or be.pid_files, or --be-cgroup): \
-                        the agent refuses to guess which tasks it may move"
-                .into());
+            return Err(Error::config(
+                "be",
+                "no best-effort selector (set be.cgroups, be.comm or be.pid_files, or --be-cgroup): \
+                 the agent refuses to guess which tasks it may move",
+            ));
         }
         if self.all_os_activities && self.policy != Policy::Coarse {
-            return Err("actuator.all_os_activities: the thesis's all-OS mode is coarse only (policy = \"coarse\")".into());
+            return Err(Error::config(
+                "actuator.all_os_activities",
+                "the thesis's all-OS mode is coarse only (policy = \"coarse\")",
+            ));
         }
         if self.mode == ActuatorMode::Cpuset && self.be_cgroups.is_empty() {
-            return Err(
-                "actuator.mode: cpuset mode needs be.cgroups (it writes their cpuset.cpus)".into(),
-            );
+            return Err(Error::config(
+                "actuator.mode",
+                "cpuset mode needs be.cgroups (it writes their cpuset.cpus)",
+            ));
         }
         if self.sensor == SensorKind::Psi && self.psi_cgroups.is_empty() {
-            return Err(
-                "sensor.psi_cgroups: the psi sensor needs one LC cgroup2 directory per node".into(),
-            );
+            return Err(Error::config(
+                "sensor.psi_cgroups",
+                "the psi sensor needs one LC cgroup2 directory per node",
+            ));
         }
         if let Some(p) = &self.pseudo_nodes {
             crate::sense::topology::Topology::pseudo(p)
-                .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
+                .map_err(|e| Error::config("topology.pseudo_nodes", e))?;
         }
         Ok(())
     }
@@ -468,34 +495,46 @@ impl Config {
 impl Config {
     /// Checks against the machine (after `validate`): the /proc root is one, every BE cgroup is
     /// a cgroup directory, every pseudo-node CPU exists. Errors name the key.
-    pub fn check_system(&self) -> Result<(), String> {
+    pub fn check_system(&self) -> Result<()> {
         let stat = self.procfs_root.join("stat");
-        std::fs::metadata(&stat)
-            .map_err(|e| format!("topology.procfs_root: {}: {e}", stat.display()))?;
+        std::fs::metadata(&stat).map_err(|e| {
+            Error::config("topology.procfs_root", format!("{}: {e}", stat.display()))
+        })?;
         for cg in &self.be_cgroups {
-            is_cgroup_dir(cg).map_err(|e| format!("be.cgroups: {e}"))?;
+            is_cgroup_dir(cg).map_err(|e| Error::config("be.cgroups", e))?;
             // The root of a hierarchy holds every process: the system itself is not BE.
             if cg.parent().is_none_or(|p| is_cgroup_dir(p).is_err()) {
-                return Err(format!(
-                    "be.cgroups: {} is the root of its cgroup hierarchy (it holds every process); \
+                return Err(Error::config(
+                    "be.cgroups",
+                    format!(
+                        "{} is the root of its cgroup hierarchy (it holds every process); \
                      give the BE group below it",
-                    cg.display()
+                        cg.display()
+                    ),
                 ));
             }
         }
         if let Some(lists) = &self.pseudo_nodes {
-            let possible = crate::sense::topology::cpus(&self.sysfs_root, "possible")
-                .map_err(|e| format!("topology.pseudo_nodes: cannot check the CPUs: {e}"))?;
+            let possible =
+                crate::sense::topology::cpus(&self.sysfs_root, "possible").map_err(|e| {
+                    Error::config(
+                        "topology.pseudo_nodes",
+                        format!("cannot check the CPUs: {e}"),
+                    )
+                })?;
             let topo = crate::sense::topology::Topology::pseudo(lists)
-                .map_err(|e| format!("topology.pseudo_nodes: {e}"))?;
+                .map_err(|e| Error::config("topology.pseudo_nodes", e))?;
             if let Some(c) = topo
                 .all_cpus
                 .iter()
                 .find(|c| possible.binary_search(c).is_err())
             {
-                return Err(format!(
-                    "topology.pseudo_nodes: CPU {c} does not exist (this machine has CPUs {})",
-                    crate::cpuset::format_cpulist(&possible)
+                return Err(Error::config(
+                    "topology.pseudo_nodes",
+                    format!(
+                        "CPU {c} does not exist (this machine has CPUs {})",
+                        crate::cpuset::format_cpulist(&possible)
+                    ),
                 ));
             }
         }
@@ -507,8 +546,11 @@ impl Config {
 mod tests {
     use super::*;
 
+    /// The error of a config that must be refused: a usage error, as text.
     fn err(text: &str) -> String {
-        Config::parse(text).and_then(|c| c.validate()).unwrap_err()
+        let e = Config::parse(text).and_then(|c| c.validate()).unwrap_err();
+        assert!(e.is_usage(), "{e:?}");
+        e.to_string()
     }
 
     #[test]
@@ -590,7 +632,9 @@ mod tests {
             c.check_system()
         };
         with(&|_| {}).unwrap();
-        let e = with(&|c| c.procfs_root = dir.path().join("nope")).unwrap_err();
+        let e = with(&|c| c.procfs_root = dir.path().join("nope"))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("topology.procfs_root: ") && e.contains("nope/stat"),
             "{e}"
@@ -599,23 +643,31 @@ mod tests {
         let fake = dir.path().join("cg");
         std::fs::create_dir_all(&fake).unwrap();
         std::fs::write(fake.join("cgroup.procs"), "").unwrap();
-        let e = with(&|c| c.be_cgroups = vec![fake.clone()]).unwrap_err();
+        let e = with(&|c| c.be_cgroups = vec![fake.clone()])
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("be.cgroups: ") && e.contains("not a cgroup"),
             "{e}"
         );
-        let e = with(&|c| c.be_cgroups = vec![dir.path().join("missing")]).unwrap_err();
+        let e = with(&|c| c.be_cgroups = vec![dir.path().join("missing")])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing: No such file"), "{e}");
         // cgroup2 is mounted there on these machines (DESIGN.md): its root holds every process.
         let root = Path::new("/sys/fs/cgroup/unified");
-        let e = with(&|c| c.be_cgroups = vec![root.to_path_buf()]).unwrap_err();
+        let e = with(&|c| c.be_cgroups = vec![root.to_path_buf()])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("is the root of its cgroup hierarchy"), "{e}");
         let be = root.join(format!("colosched-test-config-{}", std::process::id()));
         std::fs::create_dir(&be).unwrap();
         let ok = with(&|c| c.be_cgroups = vec![be.clone()]);
         std::fs::remove_dir(&be).unwrap();
         ok.expect("a cgroup2 group below the root");
-        let e = with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "4000".into()])).unwrap_err();
+        let e = with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "4000".into()]))
+            .unwrap_err()
+            .to_string();
         assert!(
             e.starts_with("topology.pseudo_nodes: CPU 4000 does not exist"),
             "{e}"

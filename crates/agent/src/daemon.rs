@@ -21,6 +21,7 @@ use crate::decide::look::{steady, Look};
 use crate::decide::plan::{decide, Decision, Guards};
 use crate::decide::select::Selection;
 use crate::decide::views::{key, Key, Views};
+use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::now_unix;
 use crate::sense::cgroup::controller_dir;
@@ -122,20 +123,26 @@ fn thread_cpu_ms() -> f64 {
 
 impl Agent {
     /// Builds the agent from a validated config. Nothing is changed on the system yet.
-    pub fn new(cfg: Config) -> Result<Agent, String> {
+    pub fn new(cfg: Config) -> Result<Agent> {
         let procfs = Procfs::new(&cfg.procfs_root);
         let topo = match &cfg.pseudo_nodes {
-            Some(lists) => Topology::pseudo(lists).map_err(|e| format!("topology.pseudo_nodes: {e}"))?,
+            Some(lists) => {
+                Topology::pseudo(lists).map_err(|e| Error::config("topology.pseudo_nodes", e))?
+            }
             None => Topology::from_sysfs(&cfg.sysfs_root).map_err(|e| {
-                format!("topology: {e} (a single-node host needs topology.pseudo_nodes, e.g. [\"0\", \"1\"])")
+                let hint = "a single-node host needs topology.pseudo_nodes, e.g. [\"0\", \"1\"]";
+                Error::config("topology", format!("{e} ({hint})"))
             })?,
         };
         let (kind, sensor_reason) = cfg.sensor.resolve(&procfs);
         if kind == SensorKind::Psi && cfg.psi_cgroups.len() != topo.nodes.len() {
-            return Err(format!(
-                "sensor.psi_cgroups: {} given for {} node(s); the psi sensor needs one LC cgroup2 directory per node",
-                cfg.psi_cgroups.len(),
-                topo.nodes.len()
+            return Err(Error::config(
+                "sensor.psi_cgroups",
+                format!(
+                    "{} given for {} node(s); the psi sensor needs one LC cgroup2 directory per node",
+                    cfg.psi_cgroups.len(),
+                    topo.nodes.len()
+                ),
             ));
         }
         if kind == SensorKind::Busy {
@@ -157,13 +164,11 @@ impl Agent {
                 .iter()
                 .map(|cg| {
                     controller_dir(&cfg.cgroup_root, cg, "cpuset", "cpuset.cpus").ok_or_else(|| {
-                        format!(
-                            "actuator.mode: {} has no cpuset.cpus (and no v1 cpuset twin)",
-                            cg.display()
-                        )
+                        let msg = "has no cpuset.cpus (and no v1 cpuset twin)";
+                        Error::config("actuator.mode", format!("{} {msg}", cg.display()))
                     })
                 })
-                .collect::<Result<_, _>>()?
+                .collect::<Result<_>>()?
         } else {
             Vec::new()
         };
@@ -203,7 +208,7 @@ impl Agent {
                     .create(true)
                     .append(true)
                     .open(p)
-                    .map_err(|e| format!("decision_log {}: {e}", p.display()))?,
+                    .map_err(|e| Error::config("decision_log", format!("{}: {e}", p.display())))?,
             )),
         };
         let mut sensor = Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct);
@@ -259,7 +264,7 @@ impl Agent {
 
     /// A state file left by an agent that died is restored before this one starts. The caller
     /// holds the state file's lock (`StateLock`), so no live agent owns it.
-    pub fn take_over_state(&mut self) -> Result<Option<String>, String> {
+    pub fn take_over_state(&mut self) -> Result<Option<String>> {
         let path = &self.cfg.state_file;
         if !path.exists() {
             return Ok(None);
@@ -282,7 +287,7 @@ impl Agent {
     }
 
     /// The thesis's all-OS mode starts with everything on node 0, so boot traffic stays local.
-    pub fn pin_all_to_first_node(&mut self) -> Result<usize, String> {
+    pub fn pin_all_to_first_node(&mut self) -> Result<usize> {
         let (pids, _) = self.selector.candidates(&self.procfs);
         let sel = Selection::of(self.selector.details(&self.procfs, &pids));
         let cpus = self.topo.nodes[0].cpus.clone();
@@ -293,7 +298,7 @@ impl Agent {
     }
 
     /// One cycle (one sample): sample, decide, act, log.
-    pub fn step(&mut self, act: bool) -> Result<Cycle, String> {
+    pub fn step(&mut self, act: bool) -> Result<Cycle> {
         let (cpu0, wall0) = (thread_cpu_ms(), Instant::now());
         self.cycle += 1;
         // Once an interval: a sysfs read at every sample was a fifth of an idle cycle.
@@ -461,7 +466,7 @@ impl Agent {
     /// Carries out the decision's moves; those that did not take (the kernel refused every
     /// thread: counted as errors) are dropped from it, so the log, the metrics and the
     /// cool-down count only moves that happened.
-    fn apply(&mut self, d: &mut Decision, tasks: &[BeTask]) -> Result<usize, String> {
+    fn apply(&mut self, d: &mut Decision, tasks: &[BeTask]) -> Result<usize> {
         if d.moves.is_empty() {
             return Ok(0);
         }
@@ -549,7 +554,7 @@ impl Agent {
 
     /// A process the agent pinned that has more threads now: pin the new ones too (threads
     /// created after the move inherit the mask; this catches those created during it).
-    fn follow_new_threads(&mut self, tasks: &[BeTask]) -> Result<usize, String> {
+    fn follow_new_threads(&mut self, tasks: &[BeTask]) -> Result<usize> {
         let alive: HashMap<Key, &BeTask> = tasks.iter().map(|t| (key(t), t)).collect();
         self.placed.retain(|k, _| alive.contains_key(k));
         let now_ms = self.started.elapsed().as_millis() as u64;
@@ -627,7 +632,7 @@ impl Agent {
     }
 
     /// Samples once, waits one interval, and returns the decision it would take (changing nothing).
-    pub fn plan_once(&mut self) -> Result<Cycle, String> {
+    pub fn plan_once(&mut self) -> Result<Cycle> {
         self.sensor.measure_wait_from_start();
         self.step(false)?;
         std::thread::sleep(Duration::from_secs_f64(self.cfg.interval_s));

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rustix::thread::CpuSet as KernelCpuSet;
 
@@ -14,6 +14,7 @@ use crate::cpuset::CpuSet;
 
 use crate::act::state::{SavedTask, State};
 use crate::cpuset::format_cpulist;
+use crate::error::Result;
 use crate::sense::kernel::{boot_ticks, get_affinity, pid_of};
 use crate::sense::procfs::Procfs;
 use crate::sense::select::BeTask;
@@ -166,7 +167,7 @@ impl Actuator {
         &mut self,
         moves: &[(&BeTask, &[usize])],
         thread_lists: &[PathBuf],
-    ) -> Result<Pinned, String> {
+    ) -> Result<Pinned> {
         let mut done = Pinned::default();
         if self.dry_run {
             // Nothing is set; every process counts as pinned: a dry run's moves are its plan.
@@ -270,7 +271,7 @@ impl Actuator {
         seen: &mut HashSet<i32>,
         changed_at: u64,
         pids: &mut HashSet<i32>,
-    ) -> Result<usize, String> {
+    ) -> Result<usize> {
         let mut plan = Vec::new();
         let mut recorded = false;
         let mut buf = String::new();
@@ -353,7 +354,7 @@ impl Actuator {
     }
 
     /// Writes kernel files, saving each one's original content first. Returns how many took.
-    pub fn write_files(&mut self, writes: &[FileWrite]) -> Result<usize, String> {
+    pub fn write_files(&mut self, writes: &[FileWrite]) -> Result<usize> {
         if self.dry_run || writes.is_empty() {
             return Ok(0);
         }
@@ -396,23 +397,11 @@ impl Actuator {
 
     /// Restores everything recorded and removes the state file (keeping what must wait for
     /// offline CPUs, see `Restored::settle`).
-    pub fn restore_all(
-        &mut self,
-        offline: &[usize],
-    ) -> Result<crate::act::state::Restored, String> {
+    pub fn restore_all(&mut self, offline: &[usize]) -> Result<crate::act::state::Restored> {
         let r = self.state.restore(&self.procfs, offline);
         r.settle(&self.state_path)?;
         self.state = State::new();
         Ok(r)
-    }
-}
-
-pub fn remove_state(path: &Path) -> Result<(), String> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => {
-            Err(format!("state file {}: {e}", path.display()))
-        }
-        _ => Ok(()),
     }
 }
 

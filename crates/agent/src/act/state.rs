@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::act::actuator::{set_affinity, ErrorCounts};
 use crate::cpuset::{format_cpulist, parse_cpulist};
+use crate::error::{Error, Result};
 use crate::sense::kernel::get_affinity;
 use crate::sense::procfs::{Procfs, PF_KTHREAD};
 
@@ -94,9 +95,9 @@ impl Restored {
     }
 
     /// Removes the state file, or, with threads pending, leaves them in it (only them).
-    pub fn settle(&self, path: &Path) -> Result<(), String> {
+    pub fn settle(&self, path: &Path) -> Result<()> {
         if self.pending.tasks.is_empty() {
-            crate::act::actuator::remove_state(path)
+            remove_state(path)
         } else {
             self.pending.save(path)
         }
@@ -112,15 +113,15 @@ impl State {
         }
     }
 
-    pub fn load(path: &Path) -> Result<State, String> {
-        let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<State> {
+        let text = fs::read_to_string(path).map_err(|e| Error::state(path, e))?;
         serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not an agent state file: {e}", path.display()))
+            .map_err(|e| Error::state(path, format!("not an agent state file: {e}")))
     }
 
     /// Writes the state to a temporary file, syncs it and renames it over `path`.
-    pub fn save(&self, path: &Path) -> Result<(), String> {
-        let err = |e: std::io::Error| format!("state file {}: {e}", path.display());
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let err = |e: std::io::Error| Error::state(path, e);
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(err)?;
         }
@@ -311,15 +312,9 @@ impl StateLock {
     }
 
     /// Takes the lock without waiting; if another process holds it, the error names its pid.
-    pub fn acquire(state: &Path) -> Result<StateLock, String> {
+    pub fn acquire(state: &Path) -> Result<StateLock> {
         let path = Self::path_for(state);
-        let err = |e: std::io::Error| {
-            format!(
-                "state file {}: lock {}: {e}",
-                state.display(),
-                path.display()
-            )
-        };
+        let err = |e: std::io::Error| Error::state(state, format!("lock {}: {e}", path.display()));
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             fs::create_dir_all(dir).map_err(err)?;
         }
@@ -341,10 +336,9 @@ impl StateLock {
                 }
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
-                return Err(format!(
-                    "state file {}: owned by a running agent (pid {})",
-                    state.display(),
-                    holder.trim()
+                return Err(Error::state(
+                    state,
+                    format!("owned by a running agent (pid {})", holder.trim()),
                 ));
             }
             let same = match (file.metadata(), fs::metadata(&path)) {
@@ -370,6 +364,14 @@ impl Drop for StateLock {
     fn drop(&mut self) {
         // Removed while still held, so nobody locks a file that is about to vanish unawares.
         let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Removes the state file (there being none is fine).
+pub fn remove_state(path: &Path) -> Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::state(path, e)),
+        _ => Ok(()),
     }
 }
 
@@ -415,6 +417,7 @@ mod tests {
         fs::write(&path, "{").unwrap();
         assert!(State::load(&path)
             .unwrap_err()
+            .to_string()
             .contains("not an agent state file"));
     }
 
@@ -480,6 +483,11 @@ mod tests {
         );
         // flock is per open file description: a second open in this process is refused too.
         let e = StateLock::acquire(&state).unwrap_err();
+        assert!(
+            matches!(&e, Error::State { path, .. } if *path == state),
+            "{e:?}"
+        );
+        let e = e.to_string();
         assert!(
             e.contains(&format!(
                 "owned by a running agent (pid {})",

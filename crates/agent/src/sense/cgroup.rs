@@ -1,6 +1,7 @@
 //! Where cgroup files are: which directory of a cgroup has a controller's file, and whether a
 //! path is a cgroup at all.
 
+use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
 /// The directory of `cgroup` that has `file` of `controller`: the cgroup itself (cgroup2, or a
@@ -18,17 +19,17 @@ pub fn controller_dir(root: &Path, cgroup: &Path, controller: &str, file: &str) 
 }
 
 /// Whether `path` is a directory of a cgroup filesystem (v1 or v2).
-pub fn is_cgroup_dir(path: &Path) -> Result<(), String> {
+pub fn is_cgroup_dir(path: &Path) -> Result<()> {
     use colosched_memwatch::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = std::fs::metadata(path).map_err(|e| Error::read(path, e))?;
     if !meta.is_dir() {
-        return Err(format!("{}: not a directory", path.display()));
+        return Err(Error::read(path, "not a directory"));
     }
-    match fs_type(path).map_err(|e| format!("{}: statfs: {e}", path.display()))? {
+    match fs_type(path).map_err(|e| Error::read(path, format!("statfs: {e}")))? {
         CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC => Ok(()),
-        t => Err(format!(
-            "{}: not a cgroup (filesystem type {t:#x}; cgroups live under /sys/fs/cgroup)",
-            path.display()
+        t => Err(Error::read(
+            path,
+            format!("not a cgroup (filesystem type {t:#x}; cgroups live under /sys/fs/cgroup)"),
         )),
     }
 }

@@ -7,6 +7,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
 use colosched_memwatch::fs_type;
 
 /// `PROC_SUPER_MAGIC` (statfs f_type of a proc filesystem).
@@ -43,7 +44,7 @@ impl CpuTicks {
 }
 
 /// Per-CPU lines of /proc/stat, as (cpu number, ticks). The aggregate `cpu` line is skipped.
-pub fn parse_stat(text: &str) -> Result<Vec<(usize, CpuTicks)>, String> {
+pub fn parse_stat(text: &str) -> std::result::Result<Vec<(usize, CpuTicks)>, String> {
     let mut out = Vec::new();
     for (i, line) in text.lines().enumerate() {
         // "cpu0 …" lines; the aggregate "cpu  …" line has no number glued to "cpu".
@@ -63,7 +64,7 @@ pub fn parse_stat(text: &str) -> Result<Vec<(usize, CpuTicks)>, String> {
                 f.parse()
                     .map_err(|_| format!("line {}: bad number {f:?}", i + 1))
             })
-            .collect::<Result<_, _>>()?;
+            .collect::<std::result::Result<_, _>>()?;
         if v.len() < 4 {
             return Err(format!(
                 "line {}: cpu{cpu} has {} fields, expected at least 4",
@@ -113,7 +114,7 @@ pub struct TaskStat {
 
 /// Parses a stat line. The comm is in parentheses and may itself contain spaces and ')'.
 /// One pass over the words, parsing only the fields used (a move parses 1,000 of these).
-pub fn parse_task_stat(text: &str) -> Result<TaskStat, String> {
+pub fn parse_task_stat(text: &str) -> std::result::Result<TaskStat, String> {
     const USED: [usize; 10] = [4, 9, 10, 12, 14, 15, 20, 22, 24, 39];
     let open = text.find('(').ok_or("no '(' before comm")?;
     let close = text.rfind(')').ok_or("no ')' after comm")?;
@@ -161,7 +162,7 @@ pub struct SchedStat {
 }
 
 /// Parses a schedstat line: `run_ns wait_ns timeslices`.
-pub fn parse_schedstat(text: &str) -> Result<SchedStat, String> {
+pub fn parse_schedstat(text: &str) -> std::result::Result<SchedStat, String> {
     let mut f = text.split_ascii_whitespace().map(|w| {
         w.parse::<u64>()
             .map_err(|_| format!("bad number {w:?} in schedstat"))
@@ -232,10 +233,10 @@ impl Procfs {
         }
     }
 
-    pub fn stat(&self) -> Result<Vec<(usize, CpuTicks)>, String> {
+    pub fn stat(&self) -> Result<Vec<(usize, CpuTicks)>> {
         let path = self.root.join("stat");
-        let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        parse_stat(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+        parse_stat(&text).map_err(|e| Error::read(&path, e))
     }
 
     /// Every numeric entry of the root: the processes.

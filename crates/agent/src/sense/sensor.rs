@@ -17,6 +17,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::error::{Error, Result};
 use crate::sense::procfs::{CpuTicks, Procfs, TaskStat};
 use crate::sense::topology::Topology;
 
@@ -426,15 +427,15 @@ impl Sensor {
 
     /// Per-node CPU seconds of the BE cgroups from cpuacct.usage_percpu (one read per cgroup instead of
     /// one per thread), since the previous call.
-    fn be_seconds_from_cpuacct(&mut self, topo: &Topology) -> Result<Vec<f64>, String> {
+    fn be_seconds_from_cpuacct(&mut self, topo: &Topology) -> Result<Vec<f64>> {
         let mut per_cpu: Vec<u64> = Vec::new();
         for dir in &self.cpuacct {
             let path = dir.join("cpuacct.usage_percpu");
-            let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
             for (cpu, v) in text.split_whitespace().enumerate() {
                 let ns: u64 = v
                     .parse()
-                    .map_err(|_| format!("{}: bad number {v:?}", path.display()))?;
+                    .map_err(|_| Error::read(&path, format!("bad number {v:?}")))?;
                 if per_cpu.len() <= cpu {
                     per_cpu.resize(cpu + 1, 0);
                 }
@@ -462,7 +463,7 @@ impl Sensor {
         topo: &Topology,
         be_pids: &[i32],
         now_s: f64,
-    ) -> Result<Option<Vec<NodeReading>>, String> {
+    ) -> Result<Option<Vec<NodeReading>>> {
         let stat = procfs.stat()?;
         let be_step = if !self.cpuacct.is_empty() {
             Some(self.be_seconds_from_cpuacct(topo)?)
@@ -584,14 +585,14 @@ impl Sensor {
 }
 
 /// `some avg10=` of `<cgroup>/cpu.pressure` (percent of time some task was stalled on CPU).
-pub fn read_psi_avg10(cgroup: &Path) -> Result<f64, String> {
+pub fn read_psi_avg10(cgroup: &Path) -> Result<f64> {
     let path = cgroup.join("cpu.pressure");
-    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
     text.lines()
         .find(|l| l.starts_with("some "))
         .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("avg10=")))
         .and_then(|v| v.parse().ok())
-        .ok_or_else(|| format!("{}: no 'some avg10=' field", path.display()))
+        .ok_or_else(|| Error::read(&path, "no 'some avg10=' field"))
 }
 
 #[cfg(test)]
@@ -768,6 +769,7 @@ mod tests {
         assert!(s
             .sample(&p, &topo, &[], 2.0)
             .unwrap_err()
+            .to_string()
             .contains("cpuacct.usage_percpu"));
     }
 
@@ -1026,6 +1028,7 @@ mod tests {
         fs::write(dir.path().join("cpu.pressure"), "garbage\n").unwrap();
         assert!(read_psi_avg10(dir.path())
             .unwrap_err()
+            .to_string()
             .contains("cpu.pressure"));
     }
 }

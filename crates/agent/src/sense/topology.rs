@@ -4,6 +4,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::cpuset::parse_cpulist;
+use crate::error::{Error, Result};
 
 /// One node of the cell: its index in the topology, its sysfs id, and its CPUs (sorted).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -23,9 +24,9 @@ pub struct Topology {
 
 impl Topology {
     /// NUMA nodes from `<sysfs>/devices/system/node/node<N>/cpulist`; CPU-less nodes are skipped.
-    pub fn from_sysfs(sysfs: &Path) -> Result<Topology, String> {
+    pub fn from_sysfs(sysfs: &Path) -> Result<Topology> {
         let dir = sysfs.join("devices/system/node");
-        let entries = fs::read_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entries = fs::read_dir(&dir).map_err(|e| Error::read(&dir, e))?;
         let mut nodes = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name();
@@ -36,21 +37,21 @@ impl Topology {
                 continue;
             };
             let path = entry.path().join("cpulist");
-            let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-            let cpus = parse_cpulist(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+            let cpus = parse_cpulist(&text).map_err(|e| Error::read(&path, e))?;
             if !cpus.is_empty() {
                 nodes.push(NodeCpus { id, cpus });
             }
         }
         nodes.sort_by_key(|n| n.id);
         if nodes.is_empty() {
-            return Err(format!("{}: no NUMA node with CPUs", dir.display()));
+            return Err(Error::read(&dir, "no NUMA node with CPUs"));
         }
-        Topology::new(nodes, "numa")
+        Topology::new(nodes, "numa").map_err(|e| Error::read(&dir, e))
     }
 
     /// Pseudo-nodes: node i holds the CPUs of `lists[i]`.
-    pub fn pseudo(lists: &[String]) -> Result<Topology, String> {
+    pub fn pseudo(lists: &[String]) -> std::result::Result<Topology, String> {
         let nodes = lists
             .iter()
             .enumerate()
@@ -60,11 +61,11 @@ impl Topology {
                     cpus: parse_cpulist(l).map_err(|e| format!("[{id}]: {e}"))?,
                 })
             })
-            .collect::<Result<Vec<_>, String>>()?;
+            .collect::<std::result::Result<Vec<_>, String>>()?;
         Topology::new(nodes, "pseudo")
     }
 
-    fn new(nodes: Vec<NodeCpus>, source: &'static str) -> Result<Topology, String> {
+    fn new(nodes: Vec<NodeCpus>, source: &'static str) -> std::result::Result<Topology, String> {
         if nodes.len() < 2 {
             return Err(format!("needs at least 2 nodes, got {}", nodes.len()));
         }
@@ -100,10 +101,10 @@ impl Topology {
 }
 
 /// The CPUs of `<sysfs>/devices/system/cpu/<which>` (`online`, `possible`).
-pub fn cpus(sysfs: &Path, which: &str) -> Result<Vec<usize>, String> {
+pub fn cpus(sysfs: &Path, which: &str) -> Result<Vec<usize>> {
     let path = sysfs.join("devices/system/cpu").join(which);
-    let text = fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_cpulist(&text).map_err(|e| format!("{}: {e}", path.display()))
+    let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+    parse_cpulist(&text).map_err(|e| Error::read(&path, e))
 }
 
 /// The CPUs that exist but are offline now (empty if sysfs does not say).
