@@ -148,6 +148,12 @@ SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
         {"type": float, "help": "is_useful_migrate: ≤ this × the sender's load"},
     ),
     ("--migratable-cpu-below", "migratable_cpu_below", {"type": float}),
+    ("--max-moves", "max_moves", {"type": positive_int, "help": "moves per cell per cycle at most"}),
+    (
+        "--keep-series",
+        "keep_series",
+        {"action": argparse.BooleanOptionalAction, "help": "keep the per-step series (report plots)"},
+    ),
     (
         "--machine-mem-gib",
         "machine_mem_gib",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
-from colosched import cluster
+from colosched import cli, cluster
 
 SUMMARY_COLUMNS = {
     "policy",
@@ -195,3 +195,18 @@ def test_real_task_usage_rows_drive_the_replay(tmp_path):
     real = cluster.run(roots["with-usage"], "no_migration", **common).summary
     assert real["mean_cpu"][0] > 0 and model["mean_cpu"][0] > 0
     assert real["mean_cpu"][0] != model["mean_cpu"][0], "the real rows changed nothing"
+
+
+def test_every_rust_parameter_has_a_command_line_flag():
+    # Rust owns the parameters and their defaults; the CLI must reach each one. Exceptions have
+    # their own flags: --profile, --seed(s), --machines, --overcommit-ratio, and --migratable
+    # (text|code) for the migratable pair.
+    own_flags = {"profile", "seed", "machines", "overcommit_ratio"}
+    own_flags |= {"migratable_cpu", "migratable_priority_below"}
+    flags = {key for _, key, _ in cli.SIM_PARAMS}
+    missing = set(cluster.defaults()) - flags - own_flags
+    assert not missing, f"parameters with no flag: {sorted(missing)}"
+    args = cli.parser().parse_args(["sim", "cluster", "--max-moves", "3", "--no-keep-series"])
+    assert cli.sim_params(args) == {"max_moves": 3, "keep_series": False}
+    resolved = cluster.resolve("thesis", **cli.sim_params(args))
+    assert (resolved["max_moves"], resolved["keep_series"]) == (3, False)
