@@ -251,7 +251,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
                     .topo
                     .nodes
                     .iter()
-                    .map(|n| crate::cpuset::format_cpulist(&n.cpus))
+                    .map(|n| n.cpus.to_string())
                     .collect::<Vec<_>>()
                     .join(" | "),
                 agent.sensor_kind().name(),

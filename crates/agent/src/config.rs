@@ -524,16 +524,12 @@ impl Config {
                 })?;
             let topo = crate::sense::topology::Topology::pseudo(lists)
                 .map_err(|e| Error::config("topology.pseudo_nodes", e))?;
-            if let Some(c) = topo
-                .all_cpus
-                .iter()
-                .find(|c| possible.binary_search(c).is_err())
-            {
+            if let Some(c) = topo.all_cpus.difference(&possible).first() {
                 return Err(Error::config(
                     "topology.pseudo_nodes",
                     format!(
                         "CPU {c} does not exist (this machine has CPUs {})",
-                        crate::cpuset::format_cpulist(&possible)
+                        possible
                     ),
                 ));
             }

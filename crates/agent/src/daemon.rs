@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::act::actuator::{Actuator, FileWrite};
 use crate::act::state::State;
 use crate::config::{ActuatorMode, Config, SensorKind};
-use crate::cpuset::format_cpulist;
+use crate::cpuset::CpuSet;
 use crate::decide::look::{steady, Look};
 use crate::decide::plan::{decide, Decision, Guards};
 use crate::decide::select::Selection;
@@ -67,8 +67,8 @@ pub struct Agent {
     cpusets: Vec<PathBuf>,
     /// The CPUs online at the last cycle (`None`: sysfs does not say), and the nodes none of
     /// whose CPUs are: the policy never sends tasks there.
-    online: Option<Vec<usize>>,
-    possible: Option<Vec<usize>>,
+    online: Option<CpuSet>,
+    possible: Option<CpuSet>,
     offline_nodes: Vec<bool>,
     /// The BE cgroups' thread lists, when every BE selector is a cgroup: after moving all BE
     /// processes, one read of these finds threads born during the move.
@@ -282,7 +282,7 @@ impl Agent {
     }
 
     /// The CPUs that exist but are offline now.
-    pub fn offline_cpus(&self) -> Vec<usize> {
+    pub fn offline_cpus(&self) -> CpuSet {
         crate::sense::topology::offline_cpus(&self.cfg.sysfs_root)
     }
 
@@ -291,7 +291,7 @@ impl Agent {
         let (pids, _) = self.selector.candidates(&self.procfs);
         let sel = Selection::of(self.selector.details(&self.procfs, &pids));
         let cpus = self.topo.nodes[0].cpus.clone();
-        let moves: Vec<(&BeTask, &[usize])> = sel.tasks.iter().map(|t| (t, &cpus[..])).collect();
+        let moves: Vec<(&BeTask, &CpuSet)> = sel.tasks.iter().map(|t| (t, &cpus)).collect();
         let n = self.actuator.pin(&moves, &[])?.threads;
         let writes = os_writes(&self.cfg, &cpus);
         Ok(n + self.actuator.write_files(&writes)?)
@@ -369,7 +369,7 @@ impl Agent {
         };
         // Per-process files are read only when a pressured node is one BE tasks may run on:
         // the steady state (LC node busy, BE pinned elsewhere) costs one affinity syscall a pid.
-        let masks: HashMap<i32, Vec<usize>> = if over.contains(&true) {
+        let masks: HashMap<i32, CpuSet> = if over.contains(&true) {
             pids.iter()
                 .filter_map(|&p| Some((p, self.procfs.affinity(p)?)))
                 .collect()
@@ -378,8 +378,8 @@ impl Agent {
         };
         let reachable = masks
             .values()
-            .flatten()
-            .filter_map(|&c| self.topo.node_of_cpu(c))
+            .flat_map(|m| m.iter())
+            .filter_map(|c| self.topo.node_of_cpu(c))
             .any(|n| over[n]);
         if reachable {
             let mut sel = if self.sensor.needs_be_pids() {
@@ -442,7 +442,7 @@ impl Agent {
         }
         if let Some(on) = &online {
             for (off, node) in self.offline_nodes.iter_mut().zip(&self.topo.nodes) {
-                *off = !node.cpus.iter().any(|c| on.binary_search(c).is_ok());
+                *off = !node.cpus.intersects(on);
             }
             self.actuator.cpus_offline = self.possible.as_ref().is_some_and(|p| p != on);
         }
@@ -475,10 +475,10 @@ impl Agent {
         let mut changed = 0;
         let planned = d.moves.len();
         if self.cpusets.is_empty() {
-            let moves: Vec<(&BeTask, &[usize])> = d
+            let moves: Vec<(&BeTask, &CpuSet)> = d
                 .moves
                 .iter()
-                .filter_map(|m| Some((*by_pid.get(&m.pid)?, &self.topo.nodes[m.to].cpus[..])))
+                .filter_map(|m| Some((*by_pid.get(&m.pid)?, &self.topo.nodes[m.to].cpus)))
                 .collect();
             let lists = if moves.len() == tasks.len() {
                 &self.thread_lists[..]
@@ -493,23 +493,23 @@ impl Agent {
             let mut nodes: Vec<usize> = d.moves.iter().map(|m| m.to).collect();
             nodes.sort_unstable();
             nodes.dedup();
-            let cpus: Vec<usize> = nodes
+            let cpus: CpuSet = nodes
                 .iter()
-                .flat_map(|&n| self.topo.nodes[n].cpus.iter().copied())
+                .flat_map(|&n| self.topo.nodes[n].cpus.iter())
                 .collect();
             let mut writes: Vec<FileWrite> = self
                 .cpusets
                 .iter()
                 .map(|d| FileWrite {
                     path: d.join("cpuset.cpus"),
-                    content: format_cpulist(&cpus),
+                    content: cpus.to_string(),
                 })
                 .collect();
             if self.topo.source == "numa" {
-                let mems: Vec<usize> = nodes.iter().map(|&n| self.topo.nodes[n].id).collect();
+                let mems: CpuSet = nodes.iter().map(|&n| self.topo.nodes[n].id).collect();
                 writes.extend(self.cpusets.iter().map(|d| FileWrite {
                     path: d.join("cpuset.mems"),
-                    content: format_cpulist(&mems),
+                    content: mems.to_string(),
                 }));
             }
             let took = self.actuator.write_files(&writes)?;
@@ -538,15 +538,9 @@ impl Agent {
             self.views.moved(t, now_s);
             self.placed.insert(key(t), (m.to, t.num_threads));
             if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
-                let others: Vec<usize> = self
-                    .topo
-                    .nodes
-                    .iter()
-                    .filter(|n| n.id != self.topo.nodes[m.to].id)
-                    .map(|n| n.id)
-                    .collect();
-                self.actuator
-                    .migrate_memory(m.pid, &others, &[self.topo.nodes[m.to].id]);
+                let to = self.topo.nodes[m.to].id;
+                let others = self.topo.nodes.iter().map(|n| n.id).filter(|&n| n != to);
+                (self.actuator).migrate_memory(m.pid, &others.collect(), &[to].iter().collect());
             }
         }
         Ok(changed)
@@ -571,9 +565,9 @@ impl Agent {
                 grown.push((t, *node));
             }
         }
-        let moves: Vec<(&BeTask, &[usize])> = grown
+        let moves: Vec<(&BeTask, &CpuSet)> = grown
             .iter()
-            .map(|&(t, n)| (t, &self.topo.nodes[n].cpus[..]))
+            .map(|&(t, n)| (t, &self.topo.nodes[n].cpus))
             .collect();
         Ok(self.actuator.pin(&moves, &[])?.threads)
     }
@@ -652,7 +646,7 @@ impl Agent {
             "targets": self.node_ids(&c.decision.targets),
             "be_tasks": c.tasks,
             "nodes": self.topo.nodes.iter().zip(&c.readings).map(|(n, r)| json!({
-                "id": n.id, "cpus": format_cpulist(&n.cpus), "load": r.load, "raw": r.raw, "steal": r.steal,
+                "id": n.id, "cpus": n.cpus.to_string(), "load": r.load, "raw": r.raw, "steal": r.steal,
                 "usage": r.usage, "wait": r.wait,
             })).collect::<Vec<_>>(),
             "moves": self.moves(&c.decision),
@@ -680,11 +674,11 @@ impl Agent {
 
 /// The all-OS mode's kernel files: every IRQ's smp_affinity_list and every unbound workqueue's
 /// cpumask, pointed at `cpus`.
-pub fn os_writes(cfg: &Config, cpus: &[usize]) -> Vec<FileWrite> {
+pub fn os_writes(cfg: &Config, cpus: &CpuSet) -> Vec<FileWrite> {
     if !cfg.all_os_activities {
         return Vec::new();
     }
-    let list = format_cpulist(cpus);
+    let list = cpus.to_string();
     let mut out = Vec::new();
     let dirs = |p: &Path| {
         fs::read_dir(p)

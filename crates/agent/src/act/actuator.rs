@@ -13,15 +13,14 @@ use rustix::thread::CpuSet as KernelCpuSet;
 use crate::cpuset::CpuSet;
 
 use crate::act::state::{SavedTask, State};
-use crate::cpuset::format_cpulist;
 use crate::error::Result;
 use crate::sense::kernel::{boot_ticks, get_affinity, pid_of};
 use crate::sense::procfs::Procfs;
 use crate::sense::select::BeTask;
 
-pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
+pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     let mut set = KernelCpuSet::new();
-    for &c in cpus.iter().filter(|&&c| c < KernelCpuSet::MAX_CPU) {
+    for c in cpus.iter().filter(|&c| c < KernelCpuSet::MAX_CPU) {
         set.set(c);
     }
     Ok(rustix::thread::sched_setaffinity(pid_of(tid)?, &set)?)
@@ -29,9 +28,7 @@ pub fn set_affinity(tid: i32, cpus: &[usize]) -> io::Result<()> {
 
 /// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).
 /// Returns the number of pages that could not be moved.
-pub fn migrate_pages(pid: i32, from: &[usize], to: &[usize]) -> io::Result<u64> {
-    let (old, new): (CpuSet, CpuSet) =
-        (from.iter().copied().collect(), to.iter().copied().collect());
+pub fn migrate_pages(pid: i32, old: &CpuSet, new: &CpuSet) -> io::Result<u64> {
     // Both masks as long as the longer one, in whole words; maxnode counts their bits.
     let words = old.words().len().max(new.words().len()).max(1);
     let padded = |s: &CpuSet| {
@@ -39,7 +36,7 @@ pub fn migrate_pages(pid: i32, from: &[usize], to: &[usize]) -> io::Result<u64> 
         w.resize(words, 0);
         w
     };
-    let (old, new) = (padded(&old), padded(&new));
+    let (old, new) = (padded(old), padded(new));
     // SAFETY: both masks are `words` u64s that live across the call; maxnode = their bits.
     let r = unsafe {
         libc::syscall(
@@ -102,7 +99,7 @@ impl ErrorCounts {
 }
 
 /// A process to pin, its CPUs, and the threads of it this pass looks at.
-type Batch<'a> = (&'a BeTask, &'a [usize], Vec<i32>);
+type Batch<'a> = (&'a BeTask, &'a CpuSet, Vec<i32>);
 
 /// A kernel file to overwrite (cpuset.cpus, smp_affinity_list, a workqueue's cpumask).
 pub struct FileWrite {
@@ -165,7 +162,7 @@ impl Actuator {
     /// holds every process in them; else empty.
     pub fn pin(
         &mut self,
-        moves: &[(&BeTask, &[usize])],
+        moves: &[(&BeTask, &CpuSet)],
         thread_lists: &[PathBuf],
     ) -> Result<Pinned> {
         let mut done = Pinned::default();
@@ -226,7 +223,7 @@ impl Actuator {
     /// (one read each) if given, else by listing every moved process's threads again.
     fn born_since<'a>(
         &self,
-        moves: &[(&'a BeTask, &'a [usize])],
+        moves: &[(&'a BeTask, &'a CpuSet)],
         seen: &HashSet<i32>,
         thread_lists: &[PathBuf],
     ) -> Vec<Batch<'a>> {
@@ -245,7 +242,7 @@ impl Actuator {
                 })
                 .collect();
         }
-        let by_pid: HashMap<i32, (&BeTask, &[usize])> =
+        let by_pid: HashMap<i32, (&BeTask, &CpuSet)> =
             moves.iter().map(|&(t, cpus)| (t.pid, (t, cpus))).collect();
         let mut born: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for list in thread_lists {
@@ -276,7 +273,6 @@ impl Actuator {
         let mut recorded = false;
         let mut buf = String::new();
         for (task, cpus, tids) in batch {
-            let cpus: &[usize] = cpus;
             for &tid in tids {
                 if !seen.insert(tid) {
                     continue;
@@ -290,7 +286,7 @@ impl Actuator {
                     .is_some_and(|s| (s.pid, s.process_start) == (task.pid, task.starttime));
                 if !known {
                     let Ok(now) = get_affinity(tid) else { continue }; // gone
-                    if now == cpus {
+                    if now == **cpus {
                         continue;
                     }
                     let born = if tid == task.pid {
@@ -300,7 +296,7 @@ impl Actuator {
                         stat.map(|t| t.starttime)
                     };
                     let Some(born) = born else { continue }; // gone
-                    let inherited = if self.state.applied.contains(&format_cpulist(&now)) {
+                    let inherited = if self.state.applied.contains(&now) {
                         let me = (task.pid, tid, task.ppid, born);
                         self.state.inherited_from(&self.procfs, me)
                     } else {
@@ -311,8 +307,8 @@ impl Actuator {
                         None if self.cpus_offline => self
                             .procfs
                             .allowed(task.pid, tid)
-                            .map_or_else(|| format_cpulist(&now), |m| format_cpulist(&m)),
-                        None => format_cpulist(&now),
+                            .unwrap_or_else(|| now.clone()),
+                        None => now.clone(),
                     };
                     let saved = SavedTask {
                         pid: task.pid,
@@ -326,7 +322,7 @@ impl Actuator {
                 }
                 plan.push((tid, task.pid, cpus));
             }
-            recorded |= self.state.applied.insert(format_cpulist(cpus));
+            recorded |= self.state.applied.insert((*cpus).clone());
         }
         if plan.is_empty() {
             return Ok(0);
@@ -386,7 +382,7 @@ impl Actuator {
     }
 
     /// Moves a task's memory to its new node (NUMA topologies only).
-    pub fn migrate_memory(&mut self, pid: i32, from: &[usize], to: &[usize]) {
+    pub fn migrate_memory(&mut self, pid: i32, from: &CpuSet, to: &CpuSet) {
         if self.dry_run {
             return;
         }
@@ -397,7 +393,7 @@ impl Actuator {
 
     /// Restores everything recorded and removes the state file (keeping what must wait for
     /// offline CPUs, see `Restored::settle`).
-    pub fn restore_all(&mut self, offline: &[usize]) -> Result<crate::act::state::Restored> {
+    pub fn restore_all(&mut self, offline: &CpuSet) -> Result<crate::act::state::Restored> {
         let r = self.state.restore(&self.procfs, offline);
         r.settle(&self.state_path)?;
         self.state = State::new();
@@ -408,6 +404,7 @@ impl Actuator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cpuset::set;
 
     #[test]
     fn new_errors_are_reported_once_with_their_last_message() {
@@ -433,11 +430,11 @@ mod tests {
     fn migrate_pages_runs_for_real() {
         // One NUMA node here: moving our pages from node 0 to node 0 is a real call that succeeds.
         assert_eq!(
-            migrate_pages(std::process::id() as i32, &[0], &[0]).unwrap(),
+            migrate_pages(std::process::id() as i32, &set("0"), &set("0")).unwrap(),
             0
         );
         assert_eq!(
-            ErrorCounts::kind(&migrate_pages(i32::MAX, &[0], &[0]).unwrap_err()),
+            ErrorCounts::kind(&migrate_pages(i32::MAX, &set("0"), &set("0")).unwrap_err()),
             "esrch"
         );
     }
@@ -449,10 +446,11 @@ mod tests {
             // SAFETY: gettid has no preconditions.
             let tid = unsafe { libc::gettid() };
             let all = get_affinity(tid).unwrap();
-            set_affinity(tid, &all[..1]).unwrap();
-            assert_eq!(get_affinity(tid).unwrap(), all[..1]);
+            let one: CpuSet = all.first().into_iter().collect();
+            set_affinity(tid, &one).unwrap();
+            assert_eq!(get_affinity(tid).unwrap(), one);
             set_affinity(tid, &all).unwrap();
-            let e = set_affinity(tid, &[4000]).unwrap_err();
+            let e = set_affinity(tid, &set("4000")).unwrap_err();
             assert_eq!(ErrorCounts::kind(&e), "einval");
             assert_eq!(
                 ErrorCounts::kind(&set_affinity(i32::MAX, &all).unwrap_err()),

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::act::actuator::{set_affinity, ErrorCounts};
-use crate::cpuset::{format_cpulist, parse_cpulist};
+use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::sense::kernel::get_affinity;
 use crate::sense::procfs::{Procfs, PF_KTHREAD};
@@ -40,7 +40,7 @@ pub struct SavedTask {
     pub starttime: u64,
     /// The original affinity, as a CPU list (offline CPUs included: read from the kernel's
     /// `Cpus_allowed_list`, not from `sched_getaffinity`, which leaves them out).
-    pub mask: String,
+    pub mask: CpuSet,
     /// When the agent first changed it, clock ticks after boot (what `starttime` counts): a
     /// thread born at or after this tick below it may have inherited the agent's mask.
     #[serde(default)]
@@ -57,7 +57,7 @@ pub struct State {
     pub files: BTreeMap<String, String>,
     /// The masks the agent applied: a thread found with one of these that is not in `tasks`
     /// may have inherited it (see the module's header for when restore believes that).
-    pub applied: BTreeSet<String>,
+    pub applied: BTreeSet<CpuSet>,
 }
 
 /// What a restore did.
@@ -207,7 +207,7 @@ impl State {
     /// Puts back every file, then every recorded thread's affinity (cpusets first: a task's
     /// mask may not leave its cpuset), then the affinity of threads that inherited a mask.
     /// `offline`: the CPUs offline now (a kernel may drop them from a mask it is given).
-    pub fn restore(&self, procfs: &Procfs, offline: &[usize]) -> Restored {
+    pub fn restore(&self, procfs: &Procfs, offline: &CpuSet) -> Restored {
         let mut r = Restored {
             pending: State::new(),
             ..Restored::default()
@@ -224,9 +224,9 @@ impl State {
                 r.gone += 1;
                 continue;
             }
-            let mask = parse_cpulist(&saved.mask).unwrap_or_default();
-            match set_affinity(tid, &mask) {
-                Ok(()) if mask.iter().any(|c| offline.contains(c)) => {
+            let mask = &saved.mask;
+            match set_affinity(tid, mask) {
+                Ok(()) if mask.intersects(offline) => {
                     r.tasks += 1;
                     let got = procfs.allowed(saved.pid, tid).unwrap_or_default();
                     if mask.iter().any(|c| offline.contains(c) && !got.contains(c)) {
@@ -272,7 +272,7 @@ impl State {
                 .filter(|t| !self.tasks.contains_key(t))
             {
                 let Ok(now) = get_affinity(tid) else { continue };
-                if !self.applied.contains(&format_cpulist(&now)) {
+                if !self.applied.contains(&now) {
                     continue;
                 }
                 let Some(born) = procfs.task_stat(pid, tid, &mut buf).map(|t| t.starttime) else {
@@ -281,7 +281,7 @@ impl State {
                 let Some(from) = self.inherited_from(procfs, (pid, tid, st.ppid, born)) else {
                     continue;
                 };
-                match set_affinity(tid, &parse_cpulist(&from.mask).unwrap_or_default()) {
+                match set_affinity(tid, &from.mask) {
                     Ok(()) => {
                         r.inherited += 1;
                         fixed += 1;
@@ -398,7 +398,7 @@ mod tests {
             pid,
             process_start: 0,
             starttime,
-            mask: "0-3".into(),
+            mask: crate::cpuset::set("0-3"),
             changed_at,
         }
     }

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use colosched_core::Cooldown;
 
+use crate::cpuset::CpuSet;
 use crate::decide::plan::TaskView;
 use crate::sense::select::BeTask;
 use crate::sense::topology::Topology;
@@ -48,7 +49,7 @@ impl Views {
     pub fn of<'a>(
         &self,
         tasks: &'a [BeTask],
-        masks: &HashMap<i32, Vec<usize>>,
+        masks: &HashMap<i32, CpuSet>,
         topo: &Topology,
         uptime_s: f64,
         now_s: f64,
@@ -61,7 +62,7 @@ impl Views {
                 let mask = masks.get(&t.pid)?;
                 let pinned_node = topo.node_containing(mask);
                 let node = pinned_node.or_else(|| topo.node_of_cpu(t.processor))?;
-                let reach = mask.iter().filter_map(|&c| topo.node_of_cpu(c)).collect();
+                let reach = topo.reach(mask);
                 let age = (uptime_s - t.starttime as f64 / self.hz).max(1e-3);
                 let (ticks, faults, secs) = match (self.prev.get(&key(t)), self.prev_s) {
                     (Some(&(c, f)), Some(at)) => (
@@ -125,7 +126,7 @@ mod tests {
         let topo = Topology::pseudo(&["0".into(), "1".into()]).unwrap();
         let mut v = Views::new(100.0, 2.0, 5.0);
         let t = [task(7, 100, 1)];
-        let masks = HashMap::from([(7, vec![0, 1])]);
+        let masks = HashMap::from([(7, crate::cpuset::set("0-1"))]);
         // Started 1 s after boot, 101 s ago: lifetime use 100 ticks = 1 s over 100 s.
         let first = v.of(&t, &masks, &topo, 101.0, 0.0);
         assert_eq!((first[0].node, first[0].pinned), (1, false));
@@ -134,7 +135,7 @@ mod tests {
         v.remember(&t, 0.0);
         v.moved(&t[0], 0.0);
         let t = [task(7, 150, 1)];
-        let masks = HashMap::from([(7, vec![1])]);
+        let masks = HashMap::from([(7, crate::cpuset::set("1"))]);
         let second = v.of(&t, &masks, &topo, 102.0, 1.0);
         assert!((second[0].usage - 0.5).abs() < 1e-9, "50 ticks in 1 s");
         assert!(second[0].pinned && !second[0].movable, "cooling for 2 s");

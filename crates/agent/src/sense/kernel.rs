@@ -5,8 +5,10 @@ use std::io;
 
 use rustix::thread::CpuSet as KernelCpuSet;
 
+use crate::cpuset::CpuSet;
+
 /// The affinity of thread `tid` (`sched_getaffinity`: online CPUs only).
-pub fn get_affinity(tid: i32) -> io::Result<Vec<usize>> {
+pub fn get_affinity(tid: i32) -> io::Result<CpuSet> {
     let set = rustix::thread::sched_getaffinity(pid_of(tid)?)?;
     // Up to the last CPU set, not all 1,024 (testing every bit was 5 % of a move's CPU).
     let n = set.count() as usize;

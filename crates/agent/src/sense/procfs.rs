@@ -7,6 +7,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use colosched_memwatch::fs_type;
 
@@ -326,7 +327,7 @@ impl Procfs {
 
     /// The CPUs `pid` may run on: `sched_getaffinity` where the pids are ours (a syscall, no
     /// file), else `Cpus_allowed_list` of <root>/<pid>/status.
-    pub fn affinity(&self, pid: i32) -> Option<Vec<usize>> {
+    pub fn affinity(&self, pid: i32) -> Option<CpuSet> {
         if self.own_pids {
             return crate::sense::kernel::get_affinity(pid).ok();
         }
@@ -334,18 +335,18 @@ impl Procfs {
         let list = text
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-        crate::cpuset::parse_cpulist(list).ok()
+        list.parse().ok()
     }
 
     /// The CPUs thread `tid` of `pid` is allowed, offline ones included: `Cpus_allowed_list` of
     /// <root>/<pid>/task/<tid>/status (`sched_getaffinity` leaves offline CPUs out).
-    pub fn allowed(&self, pid: i32, tid: i32) -> Option<Vec<usize>> {
+    pub fn allowed(&self, pid: i32, tid: i32) -> Option<CpuSet> {
         let path = self.root.join(format!("{pid}/task/{tid}/status"));
         let text = fs::read_to_string(path).ok()?;
         let list = text
             .lines()
             .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))?;
-        crate::cpuset::parse_cpulist(list).ok()
+        list.parse().ok()
     }
 
     /// Whether every one of `tids` is still a thread of `pid` (tgkill with signal 0, which checks

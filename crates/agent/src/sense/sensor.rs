@@ -528,10 +528,7 @@ impl Sensor {
         for (n, node) in topo.nodes.iter().enumerate() {
             let (mut steal, mut busy, mut total) = (0u64, 0u64, 0u64);
             let (mut usage, mut wait) = (None, None);
-            for (cpu, now) in stat
-                .iter()
-                .filter(|(c, _)| node.cpus.binary_search(c).is_ok())
-            {
+            for (cpu, now) in stat.iter().filter(|(c, _)| node.cpus.contains(*c)) {
                 let b = before.get(cpu).copied().unwrap_or(*now);
                 steal += delta(now.steal, b.steal);
                 busy += delta(now.busy(), b.busy());

@@ -3,21 +3,21 @@
 use std::fs;
 use std::path::Path;
 
-use crate::cpuset::parse_cpulist;
+use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 
-/// One node of the cell: its index in the topology, its sysfs id, and its CPUs (sorted).
+/// One node of the cell: its sysfs id and its CPUs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodeCpus {
     pub id: usize,
-    pub cpus: Vec<usize>,
+    pub cpus: CpuSet,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Topology {
     pub nodes: Vec<NodeCpus>,
-    /// Every CPU of every node, sorted.
-    pub all_cpus: Vec<usize>,
+    /// Every CPU of every node.
+    pub all_cpus: CpuSet,
     /// "numa" or "pseudo".
     pub source: &'static str,
 }
@@ -38,7 +38,7 @@ impl Topology {
             };
             let path = entry.path().join("cpulist");
             let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-            let cpus = parse_cpulist(&text).map_err(|e| Error::read(&path, e))?;
+            let cpus: CpuSet = text.parse().map_err(|e| Error::read(&path, e))?;
             if !cpus.is_empty() {
                 nodes.push(NodeCpus { id, cpus });
             }
@@ -58,7 +58,7 @@ impl Topology {
             .map(|(id, l)| {
                 Ok(NodeCpus {
                     id,
-                    cpus: parse_cpulist(l).map_err(|e| format!("[{id}]: {e}"))?,
+                    cpus: l.parse().map_err(|e| format!("[{id}]: {e}"))?,
                 })
             })
             .collect::<std::result::Result<Vec<_>, String>>()?;
@@ -69,10 +69,12 @@ impl Topology {
         if nodes.len() < 2 {
             return Err(format!("needs at least 2 nodes, got {}", nodes.len()));
         }
-        let mut all: Vec<usize> = nodes.iter().flat_map(|n| n.cpus.iter().copied()).collect();
-        all.sort_unstable();
-        if let Some(w) = all.windows(2).find(|w| w[0] == w[1]) {
-            return Err(format!("CPU {} belongs to two nodes", w[0]));
+        let mut all = CpuSet::default();
+        for n in &nodes {
+            if let Some(c) = n.cpus.iter().find(|&c| all.contains(c)) {
+                return Err(format!("CPU {c} belongs to two nodes"));
+            }
+            n.cpus.iter().for_each(|c| all.insert(c));
         }
         if nodes.iter().any(|n| n.cpus.is_empty()) {
             return Err("a node has no CPUs".into());
@@ -86,35 +88,33 @@ impl Topology {
 
     /// The node index (not sysfs id) that holds `cpu`.
     pub fn node_of_cpu(&self, cpu: usize) -> Option<usize> {
-        self.nodes
-            .iter()
-            .position(|n| n.cpus.binary_search(&cpu).is_ok())
+        self.nodes.iter().position(|n| n.cpus.contains(cpu))
     }
 
     /// The node whose CPUs contain every CPU of `mask`, if exactly one does.
-    pub fn node_containing(&self, mask: &[usize]) -> Option<usize> {
-        let first = self.node_of_cpu(*mask.first()?)?;
-        mask.iter()
-            .all(|c| self.nodes[first].cpus.binary_search(c).is_ok())
-            .then_some(first)
+    pub fn node_containing(&self, mask: &CpuSet) -> Option<usize> {
+        let first = self.node_of_cpu(mask.first()?)?;
+        mask.is_subset(&self.nodes[first].cpus).then_some(first)
+    }
+
+    /// The nodes `mask` lets a task run on.
+    pub fn reach(&self, mask: &CpuSet) -> CpuSet {
+        mask.iter().filter_map(|c| self.node_of_cpu(c)).collect()
     }
 }
 
 /// The CPUs of `<sysfs>/devices/system/cpu/<which>` (`online`, `possible`).
-pub fn cpus(sysfs: &Path, which: &str) -> Result<Vec<usize>> {
+pub fn cpus(sysfs: &Path, which: &str) -> Result<CpuSet> {
     let path = sysfs.join("devices/system/cpu").join(which);
     let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-    parse_cpulist(&text).map_err(|e| Error::read(&path, e))
+    text.parse().map_err(|e| Error::read(&path, e))
 }
 
 /// The CPUs that exist but are offline now (empty if sysfs does not say).
-pub fn offline_cpus(sysfs: &Path) -> Vec<usize> {
+pub fn offline_cpus(sysfs: &Path) -> CpuSet {
     match (cpus(sysfs, "possible"), cpus(sysfs, "online")) {
-        (Ok(possible), Ok(online)) => possible
-            .into_iter()
-            .filter(|c| online.binary_search(c).is_err())
-            .collect(),
-        _ => Vec::new(),
+        (Ok(possible), Ok(online)) => possible.difference(&online),
+        _ => CpuSet::default(),
     }
 }
 
@@ -132,8 +132,8 @@ mod tests {
         let t = Topology::from_sysfs(&f.sys).unwrap();
         assert_eq!(t.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(t.node_of_cpu(3), Some(1));
-        assert_eq!(t.node_containing(&[2, 3]), Some(1));
-        assert_eq!(t.node_containing(&[1, 2]), None);
+        assert_eq!(t.node_containing(&crate::cpuset::set("2-3")), Some(1));
+        assert_eq!(t.node_containing(&crate::cpuset::set("1-2")), None);
     }
 
     #[test]
