@@ -385,7 +385,7 @@ fn run(mut agent: Agent) -> Result<i32, Error> {
                     .collect::<Vec<_>>()
                     .join(", "),
                 c.decision.moves.len(),
-                agent.node_ids(&c.decision.targets),
+                crate::report::node_ids(&agent.topo, &c.decision.targets),
                 if agent.cfg.dry_run { " (dry run)" } else { "" }
             )),
             Ok(_) => {}

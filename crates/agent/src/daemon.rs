@@ -5,43 +5,31 @@
 use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use colosched_core::Rng;
-use serde::Serialize;
 use serde_json::json;
 
-use crate::act::actuator::{Actuator, FileWrite};
+use crate::act::actuator::Actuator;
 use crate::act::state::State;
 use crate::config::{ActuatorMode, Config, SensorKind};
 use crate::cpuset::CpuSet;
 use crate::decide::look::{steady, Look};
+use crate::decide::os::{os_writes, FileWrite};
 use crate::decide::plan::{decide, Decision, Guards};
 use crate::decide::select::Selection;
 use crate::decide::views::{key, Key, Views};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
-use crate::now_unix;
+use crate::report::{self, Cycle};
 use crate::sense::cgroup::controller_dir;
 use crate::sense::kernel::clock_ticks;
 use crate::sense::procfs::Procfs;
 use crate::sense::select::{BeTask, Selector};
-use crate::sense::sensor::{NodeReading, Sensor};
+use crate::sense::sensor::Sensor;
 use crate::sense::topology::Topology;
-
-/// What one cycle saw and did.
-#[derive(Debug, Default)]
-pub struct Cycle {
-    pub readings: Vec<NodeReading>,
-    pub decision: Decision,
-    pub tasks: usize,
-    /// Threads whose affinity was set (or cpusets/files written).
-    pub changed: usize,
-    pub cpu_ms: f64,
-    pub wall_ms: f64,
-}
 
 pub struct Agent {
     pub cfg: Config,
@@ -82,38 +70,6 @@ pub struct Agent {
 /// The load the policy sees for a node with no CPU online: never the least loaded, so never a
 /// receiver; it holds no task, so it sends none.
 const OFFLINE_LOAD: f64 = 1e9;
-
-/// A move as the decision log and `plan --json` show it: nodes by their ids.
-#[derive(Serialize)]
-struct Move<'a> {
-    pid: i32,
-    comm: &'a str,
-    from_node: usize,
-    to_node: usize,
-    reason: &'a str,
-}
-
-/// One line of the decision log (docs/agent.md lists the fields).
-#[derive(Serialize)]
-struct LogLine<'a> {
-    time: f64,
-    cycle: u64,
-    loads: Vec<f64>,
-    raw: Vec<f64>,
-    /// Busy sensor: LC usage and LC run-queue wait per node (their sum is the load).
-    usage: Vec<Option<f64>>,
-    wait: Vec<Option<f64>>,
-    triggered: bool,
-    targets: Vec<usize>,
-    moved: Vec<Move<'a>>,
-    reason: String,
-    dry_run: bool,
-    be_tasks: usize,
-    threads_changed: usize,
-    cycle_cpu_ms: f64,
-    cycle_wall_ms: f64,
-    errors: u64,
-}
 
 /// CPU time of the calling thread (scheduler-exact, unlike getrusage's tick sampling).
 fn thread_cpu_ms() -> f64 {
@@ -293,7 +249,7 @@ impl Agent {
         let cpus = self.topo.nodes[0].cpus.clone();
         let moves: Vec<(&BeTask, &CpuSet)> = sel.tasks.iter().map(|t| (t, &cpus)).collect();
         let n = self.actuator.pin(&moves, &[])?.threads;
-        let writes = os_writes(&self.cfg, &cpus);
+        let writes = self.os_writes(&cpus);
         Ok(n + self.actuator.write_files(&writes)?)
     }
 
@@ -527,7 +483,7 @@ impl Agent {
         }
         if self.cfg.all_os_activities {
             if let Some(&target) = d.targets.first() {
-                let writes = os_writes(&self.cfg, &self.topo.nodes[target].cpus);
+                let writes = self.os_writes(&self.topo.nodes[target].cpus.clone());
                 changed += self.actuator.write_files(&writes)?;
             }
         }
@@ -574,53 +530,20 @@ impl Agent {
 
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
-            m.cycles += 1;
-            let nodes = self.topo.nodes.iter().zip(&c.readings);
-            m.nodes = nodes.map(|(n, r)| (n.id, r.load, r.steal)).collect();
-            let nodes = self.topo.nodes.iter().zip(&c.readings);
-            m.lc = nodes.map(|(n, r)| (n.id, r.usage, r.wait)).collect();
-            m.be_tasks = c.tasks;
-            m.observe_cycle(c.wall_ms / 1e3);
-            if !self.actuator.dry_run {
-                for mv in &c.decision.moves {
-                    *m.moves.entry(mv.reason.clone()).or_default() += 1;
-                }
-            }
-            for (k, v) in &self.actuator.errors.by_kind {
-                m.errors.insert(k.to_string(), *v);
-            }
+            m.observe(&self.topo, c, self.actuator.dry_run, &self.actuator.errors);
         }
-        if self.log.is_none() {
-            return;
-        }
-        let line = LogLine {
-            time: now_unix(),
-            cycle: self.cycle,
-            loads: c.readings.iter().map(|r| r.load).collect(),
-            raw: c.readings.iter().map(|r| r.raw).collect(),
-            usage: c.readings.iter().map(|r| r.usage).collect(),
-            wait: c.readings.iter().map(|r| r.wait).collect(),
-            triggered: c.decision.triggered,
-            targets: self.node_ids(&c.decision.targets),
-            moved: self.moves(&c.decision),
-            reason: if c.decision.moves.is_empty() {
-                c.decision.note.clone()
-            } else {
-                self.cfg.policy.to_string()
-            },
-            dry_run: self.actuator.dry_run,
-            be_tasks: c.tasks,
-            threads_changed: c.changed,
-            cycle_cpu_ms: c.cpu_ms,
-            cycle_wall_ms: c.wall_ms,
-            errors,
-        };
-        // Serialized straight from the decision (building a JSON value first cost 3 ms for a
-        // move of 1,000 processes), and written with one write per line.
-        let mut text = serde_json::to_vec(&line).unwrap_or_default();
-        text.push(b'\n');
         if let Some(log) = self.log.as_mut() {
-            let _ = log.write_all(&text);
+            let policy = self.cfg.policy.to_string();
+            let line = report::log_line(
+                &self.topo,
+                self.cycle,
+                c,
+                errors,
+                self.actuator.dry_run,
+                &policy,
+            );
+            // One write per line.
+            let _ = log.write_all(&line);
             let _ = log.flush();
         }
     }
@@ -643,74 +566,34 @@ impl Agent {
             "policy": self.cfg.policy.to_string(),
             "triggered": c.decision.triggered,
             "note": c.decision.note,
-            "targets": self.node_ids(&c.decision.targets),
+            "targets": report::node_ids(&self.topo, &c.decision.targets),
             "be_tasks": c.tasks,
             "nodes": self.topo.nodes.iter().zip(&c.readings).map(|(n, r)| json!({
                 "id": n.id, "cpus": n.cpus.to_string(), "load": r.load, "raw": r.raw, "steal": r.steal,
                 "usage": r.usage, "wait": r.wait,
             })).collect::<Vec<_>>(),
-            "moves": self.moves(&c.decision),
+            "moves": report::moves(&self.topo, &c.decision),
         })
     }
 
-    /// The ids of nodes given by index (they differ where node ids have gaps).
-    pub fn node_ids(&self, nodes: &[usize]) -> Vec<usize> {
-        nodes.iter().map(|&n| self.topo.nodes[n].id).collect()
-    }
-
-    fn moves<'a>(&self, d: &'a Decision) -> Vec<Move<'a>> {
-        d.moves
-            .iter()
-            .map(|m| Move {
-                pid: m.pid,
-                comm: &m.comm,
-                from_node: self.topo.nodes[m.from].id,
-                to_node: self.topo.nodes[m.to].id,
-                reason: &m.reason,
-            })
-            .collect()
-    }
-}
-
-/// The all-OS mode's kernel files: every IRQ's smp_affinity_list and every unbound workqueue's
-/// cpumask, pointed at `cpus`.
-pub fn os_writes(cfg: &Config, cpus: &CpuSet) -> Vec<FileWrite> {
-    if !cfg.all_os_activities {
-        return Vec::new();
-    }
-    let list = cpus.to_string();
-    let mut out = Vec::new();
-    let dirs = |p: &Path| {
-        fs::read_dir(p)
-            .map(|d| d.flatten().map(|e| e.path()).collect::<Vec<_>>())
-            .unwrap_or_default()
-    };
-    for irq in dirs(&cfg.procfs_root.join("irq")) {
-        let path = irq.join("smp_affinity_list");
-        if path.exists() && fs::read_to_string(&path).is_ok_and(|c| c.trim() != list) {
-            out.push(FileWrite {
-                path,
-                content: list.clone(),
-            });
+    /// The all-OS mode's writes: every IRQ's smp_affinity_list and every unbound workqueue's
+    /// cpumask, pointed at `cpus` (none unless that mode is on).
+    fn os_writes(&self, cpus: &CpuSet) -> Vec<FileWrite> {
+        if !self.cfg.all_os_activities {
+            return Vec::new();
         }
+        let files =
+            crate::sense::system::os_affinity_files(&self.cfg.procfs_root, &self.cfg.sysfs_root);
+        os_writes(&files, cpus)
     }
-    let hex = crate::cpuset::cpumask_hex(cpus);
-    for wq in dirs(&cfg.sysfs_root.join("devices/virtual/workqueue")) {
-        let path = wq.join("cpumask");
-        if path.exists() {
-            out.push(FileWrite {
-                path,
-                content: hex.clone(),
-            });
-        }
-    }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::fake;
+    use crate::sense::sensor::NodeReading;
+    use std::path::Path;
 
     fn fake_agent(dir: &Path, mask: &str, interval_s: f64) -> Agent {
         let (proc_root, cg) = (dir.join("proc"), dir.join("cg"));

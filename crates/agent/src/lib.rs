@@ -3,7 +3,8 @@
 //! `colosched-core` policies the cluster simulator replays.
 //!
 //! Rooms: `sense` only reads; `decide` is pure; `act` only writes (and restores); `daemon` wires
-//! them; `cli` is the command line; `config` parses and checks the configuration. Imports go one
+//! them; `report` and `metrics` say what a cycle saw and did; `cli` is the command line;
+//! `config` parses and checks the configuration. Imports go one
 //! way: cpuset, error → sense → decide → act → daemon → cli, and config → sense.
 //! `memwatch` is the memory-threshold watcher (spec 004), its own crate (`colosched-memwatch`)
 //! re-exported here; `signals` is the SIGTERM/SIGINT handling both loops share, which lives there.
@@ -18,6 +19,7 @@ pub mod error;
 #[cfg(test)]
 mod fake;
 pub mod metrics;
+pub mod report;
 pub mod sense;
 
 pub use colosched_memwatch as memwatch;
@@ -41,7 +43,7 @@ mod rooms {
             ("error.rs", &[]),
             ("sense", &["cpuset", "error", "sense"]),
             ("decide", &["cpuset", "error", "sense", "decide"]),
-            ("act", &["cpuset", "error", "sense", "act"]),
+            ("act", &["cpuset", "error", "sense", "decide", "act"]),
             ("config.rs", &["cpuset", "error", "sense", "config"]),
         ];
         let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");

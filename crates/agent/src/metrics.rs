@@ -14,6 +14,10 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::act::actuator::ErrorCounts;
+use crate::report::Cycle;
+use crate::sense::topology::Topology;
+
 /// Upper bounds (seconds) of the cycle-duration histogram buckets.
 const BUCKETS: [f64; 8] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0];
 
@@ -72,6 +76,25 @@ type FloatGauge = Gauge<f64, AtomicU64>;
 impl Metrics {
     pub fn observe_cycle(&mut self, seconds: f64) {
         self.cycle_duration.observe(seconds);
+    }
+
+    /// Takes in one cycle: its readings by node id, its duration, its moves (none count in a
+    /// dry run), and the error counts so far.
+    pub fn observe(&mut self, topo: &Topology, c: &Cycle, dry_run: bool, errors: &ErrorCounts) {
+        self.cycles += 1;
+        let nodes = || topo.nodes.iter().zip(&c.readings);
+        self.nodes = nodes().map(|(n, r)| (n.id, r.load, r.steal)).collect();
+        self.lc = nodes().map(|(n, r)| (n.id, r.usage, r.wait)).collect();
+        self.be_tasks = c.tasks;
+        self.observe_cycle(c.wall_ms / 1e3);
+        if !dry_run {
+            for mv in &c.decision.moves {
+                *self.moves.entry(mv.reason.clone()).or_default() += 1;
+            }
+        }
+        for (k, v) in &errors.by_kind {
+            self.errors.insert(k.to_string(), *v);
+        }
     }
 
     /// The OpenMetrics text of the last cycle's values.

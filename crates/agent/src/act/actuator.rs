@@ -13,6 +13,7 @@ use rustix::thread::CpuSet as KernelCpuSet;
 use crate::cpuset::CpuSet;
 
 use crate::act::state::{SavedTask, State};
+use crate::decide::os::FileWrite;
 use crate::error::Result;
 use crate::sense::kernel::{boot_ticks, get_affinity, pid_of};
 use crate::sense::procfs::Procfs;
@@ -100,12 +101,6 @@ impl ErrorCounts {
 
 /// A process to pin, its CPUs, and the threads of it this pass looks at.
 type Batch<'a> = (&'a BeTask, &'a CpuSet, Vec<i32>);
-
-/// A kernel file to overwrite (cpuset.cpus, smp_affinity_list, a workqueue's cpumask).
-pub struct FileWrite {
-    pub path: PathBuf,
-    pub content: String,
-}
 
 /// What `pin` did: threads whose mask was set, and the processes with at least one of them
 /// (in a dry run: none set, and every process it was given).

@@ -3,6 +3,7 @@
 //! full look.
 
 pub mod look;
+pub mod os;
 pub mod plan;
 pub mod select;
 pub mod views;

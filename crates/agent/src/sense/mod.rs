@@ -6,4 +6,5 @@ pub mod kernel;
 pub mod procfs;
 pub mod select;
 pub mod sensor;
+pub mod system;
 pub mod topology;
