@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::sched::{Credit, CreditParams, Eevdf, EevdfParams};
+use super::sched::{Credit, CreditParams, Eevdf, EevdfParams, Ia, IaSchedParams};
 use super::*;
 
 fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
@@ -25,6 +25,10 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
                 ..EevdfParams::linux(host.cores.len())
             };
             simulate(host, vms, &mut Eevdf::new(&topo, params), &cfg)
+        }
+        "ia" => {
+            let mut ia = Ia::new(&topo, IaSchedParams::default()).expect("VMs fit the host");
+            simulate(host, vms, &mut ia, &cfg)
         }
         other => panic!("no scheduler {other}"),
     };
@@ -101,7 +105,7 @@ fn a_fast_core_does_the_work_in_less_time() {
         }],
         migration_warmup_ms: 0.0,
     };
-    for s in ["credit", "eevdf"] {
+    for s in ["credit", "eevdf", "ia"] {
         let r = run(&host, &[Vm::new("a", 1, serial(20.0))], s, 1_000);
         assert_eq!(r.completions.len(), 1, "{s}");
         assert_eq!(r.completions[0].finished, 10 * MS, "{s}");
@@ -288,8 +292,8 @@ fn migrations_of_memory_bound_programs_cost_warm_up_work() {
 fn reserved_cores_stay_idle() {
     let mut host = Host::symmetric(3);
     host.cores[0].reserved = true;
-    let vms = [Vm::new("a", 3, serial(30.0))];
-    for s in ["credit", "eevdf"] {
+    let vms = [Vm::new("a", 2, serial(30.0)), Vm::new("b", 1, serial(30.0))];
+    for s in ["credit", "eevdf", "ia"] {
         let r = run(&host, &vms, s, 1_000);
         assert_eq!(r.core_busy_ns[0], 0);
         // 90 ms of work on 2 cores: at least 45 ms.
@@ -359,8 +363,10 @@ proptest! {
     fn invariants_hold_for_random_hosts(
         host in arb_host(),
         vms in prop::collection::vec(arb_vm(), 1..4),
-        scheduler in prop::sample::select(vec!["credit", "eevdf"]),
+        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia"]),
     ) {
+        let usable = host.cores.iter().filter(|c| !c.reserved).count();
+        prop_assume!(scheduler != "ia" || vms.iter().all(|v| v.vcpus <= usable));
         let r = run(&host, &vms, scheduler, 400);
         let any_repeat = vms.iter().any(|v| v.repeat);
         if !any_repeat && r.end < 400 * MS {

@@ -8,9 +8,11 @@
 
 pub mod credit;
 pub mod eevdf;
+pub mod ia;
 
 pub use credit::{Credit, CreditParams};
 pub use eevdf::{Eevdf, EevdfParams};
+pub use ia::{Ia, IaSchedParams};
 
 use super::model::{CoreId, Nanos, VcpuId};
 
