@@ -4,10 +4,12 @@
 //!
 //! - `model`: what a run is made of (`Host`, `Vm`, `Workload`) and what it reports.
 //! - `engine`: the event loop; it owns the vCPUs' progress and asks the scheduler what to run.
-//! - `sched`: the `Scheduler` trait and one file per scheduler (`credit`, `eevdf`).
+//! - `sched`: the `Scheduler` trait and one file per scheduler (`credit`, `eevdf`, `ia`).
+//! - `scenario`: scenario files (TOML), checked key by key.
 
 pub mod engine;
 pub mod model;
+pub mod scenario;
 pub mod sched;
 #[cfg(test)]
 mod tests;
@@ -17,4 +19,5 @@ pub use model::{
     ms, Completion, Core, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, Vcpu,
     VcpuId, VcpuStats, Vm, Workload, MS,
 };
+pub use scenario::Scenario;
 pub use sched::{Dispatch, Scheduler, Stop};
