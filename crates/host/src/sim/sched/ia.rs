@@ -53,6 +53,7 @@ struct VcpuState {
     increment: f64,
     /// The core whose queues it joins when it waits.
     core: CoreId,
+    running: bool,
     finished: bool,
 }
 
@@ -137,6 +138,7 @@ impl Ia {
                     sr: increment,
                     increment,
                     core: topo.usable[mapping[v.vm][v.index]],
+                    running: false,
                     finished: false,
                 }
             })
@@ -321,6 +323,7 @@ impl Ia {
 
     fn start(&mut self, core: CoreId, v: VcpuId, now: Nanos) -> Dispatch {
         self.vcpus[v].core = core;
+        self.vcpus[v].running = true;
         let slot_end = now + self.slot_ns();
         let c = &mut self.cores[core];
         c.current = Some(v);
@@ -359,7 +362,7 @@ impl Scheduler for Ia {
         let vm = self.vcpus[v].vm;
         let gang_running = self.vm_vcpus[vm]
             .iter()
-            .any(|&s| s != v && self.cores.iter().any(|c| c.current == Some(s)));
+            .any(|&s| s != v && self.vcpus[s].running);
         let c = &self.cores[core];
         if self.params.coschedule
             && self.parallel[vm]
@@ -406,6 +409,7 @@ impl Scheduler for Ia {
                 Stop::Blocked => {}
                 Stop::Finished => self.vcpus[v].finished = true,
             }
+            self.vcpus[v].running = false;
             self.cores[core].current = None;
         }
         if let Some(g) = forced {
