@@ -1,0 +1,13 @@
+//! The host's decisions as pure functions: no clock, no I/O. The simulator calls them, and a
+//! real host agent will call them unchanged with what its sensors read.
+//!
+//! - `ia`: spec 001, vCPU placement and accounting on fast and slow cores;
+//! - `diff`: spec 002, NSVM classification from ring samples and CPU-pool sizing.
+
+pub mod diff;
+pub mod ia;
+
+pub use diff::{
+    NsvmClassifier, NsvmThresholds, PoolParams, PoolPlan, RingSample, RingStats, VmKind, VmNeed,
+};
+pub use ia::{CoreClass, IaParams, Platform, RunQueue, VmShape};

@@ -1,0 +1,13 @@
+//! colosched-host: one hypervisor host — physical cores (each with a speed) holding the vCPUs of
+//! VMs.
+//!
+//! - `decide`: the decisions of spec 001 (IA: which class of core a VM's vCPUs share, how much
+//!   scaled resource each gets) and spec 002 (Diff-Scheduler: which VMs are network-sensitive,
+//!   how big each CPU pool is), as pure functions a simulator and a real agent share.
+//! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
+//!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
+//!
+//! See docs/host-sim.md for the model and for every choice made where the specs are uncertain.
+
+pub mod decide;
+pub mod sim;

@@ -1,0 +1,471 @@
+//! The event loop. Each core has at most one pending event (a generation number invalidates
+//! the older ones): the earlier of the scheduler's timer for that core and the moment its vCPU's
+//! current activity ends (its work unit completes, or its spin budget runs out). Every event
+//! and every kick goes through `resched`: bring the core's vCPU up to date, apply what its
+//! program does next (barrier arrival, release, blocking), then ask the scheduler what to run.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use super::model::{
+    Completion, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, VcpuId,
+    VcpuStats, Vm, Workload,
+};
+use super::sched::{Dispatch, Scheduler, Stop};
+
+/// Work (speed-1 ns) below which a unit counts as finished (absorbs float rounding).
+const EPS_WORK: f64 = 1e-6;
+
+/// What a vCPU's thread is doing.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Activity {
+    Compute { left: f64 },
+    Spin { left: Nanos },
+    Blocked,
+    Done,
+}
+
+impl Activity {
+    fn runnable(self) -> bool {
+        matches!(self, Activity::Compute { .. } | Activity::Spin { .. })
+    }
+}
+
+struct VcpuSim {
+    vm: usize,
+    activity: Activity,
+    on_core: Option<CoreId>,
+    last_core: Option<CoreId>,
+    /// When the current serial program started.
+    started: Nanos,
+    stats: VcpuStats,
+}
+
+struct VmSim {
+    vcpus: Vec<VcpuId>,
+    /// Parallel programs: the phase being computed, and how many threads reached its barrier.
+    phase: u32,
+    arrived: usize,
+    started: Nanos,
+    done: bool,
+}
+
+struct CoreSim {
+    speed: f64,
+    running: Option<VcpuId>,
+    /// Progress of `running` is accounted up to here.
+    since: Nanos,
+    interval_start: Nanos,
+    generation: u64,
+    busy: Nanos,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    /// The scheduler's host-wide periodic work (ordered first at equal times).
+    Periodic,
+    Core {
+        core: CoreId,
+        generation: u64,
+    },
+}
+
+struct Engine<'a> {
+    topo: Topology,
+    host: &'a Host,
+    sched: &'a mut dyn Scheduler,
+    cfg: RunConfig,
+    vcpus: Vec<VcpuSim>,
+    vms: Vec<VmSim>,
+    cores: Vec<CoreSim>,
+    heap: BinaryHeap<Reverse<(Nanos, u64, Event)>>,
+    seq: u64,
+    /// Cores whose running vCPU changed activity outside their own event (a spinning thread
+    /// released by a sibling): they must recompute their next event.
+    dirty: Vec<CoreId>,
+    completions: Vec<Completion>,
+    intervals: Vec<RunInterval>,
+    work_assigned: f64,
+}
+
+/// Run `vms` on `host` under `scheduler` (built for `Topology::new(host, vms)`) until every
+/// program has completed or `cfg.horizon`.
+pub fn simulate(
+    host: &Host,
+    vms: &[Vm],
+    scheduler: &mut dyn Scheduler,
+    cfg: &RunConfig,
+) -> SimResult {
+    let topo = Topology::new(host, vms);
+    let engine = Engine {
+        vcpus: topo
+            .vcpus
+            .iter()
+            .map(|v| VcpuSim {
+                vm: v.vm,
+                activity: Activity::Blocked,
+                on_core: None,
+                last_core: None,
+                started: 0,
+                stats: VcpuStats::default(),
+            })
+            .collect(),
+        vms: (0..vms.len())
+            .map(|vm| VmSim {
+                vcpus: topo.vcpus_of(vm),
+                phase: 0,
+                arrived: 0,
+                started: 0,
+                done: false,
+            })
+            .collect(),
+        cores: host
+            .cores
+            .iter()
+            .map(|c| CoreSim {
+                speed: c.speed,
+                running: None,
+                since: 0,
+                interval_start: 0,
+                generation: 0,
+                busy: 0,
+            })
+            .collect(),
+        topo,
+        host,
+        sched: scheduler,
+        cfg: *cfg,
+        heap: BinaryHeap::new(),
+        seq: 0,
+        dirty: Vec::new(),
+        completions: Vec::new(),
+        intervals: Vec::new(),
+        work_assigned: 0.0,
+    };
+    engine.run()
+}
+
+impl Engine<'_> {
+    fn run(mut self) -> SimResult {
+        for v in 0..self.vcpus.len() {
+            let work = self.unit_work(self.vcpus[v].vm);
+            self.vcpus[v].activity = Activity::Compute { left: work };
+            self.work_assigned += work;
+            self.sched.admit(0, v);
+        }
+        self.drain(0);
+        if let Some(t) = self.sched.next_periodic() {
+            self.push(t, Event::Periodic);
+        }
+        let mut now = 0;
+        let mut events = 0u64;
+        while let Some(Reverse((t, _, event))) = self.heap.pop() {
+            if t > self.cfg.horizon || self.all_done() {
+                break;
+            }
+            now = t;
+            events += 1;
+            match event {
+                Event::Periodic => {
+                    self.sched.periodic(t);
+                    if let Some(next) = self.sched.next_periodic() {
+                        self.push(next.max(t + 1), Event::Periodic);
+                    }
+                }
+                Event::Core { core, generation } => {
+                    if generation == self.cores[core].generation {
+                        self.resched(core, t);
+                    }
+                }
+            }
+            self.drain(t);
+        }
+        let end = if self.all_done() {
+            now
+        } else {
+            self.cfg.horizon
+        };
+        for core in 0..self.cores.len() {
+            self.progress(core, end);
+            if let Some(v) = self.cores[core].running {
+                self.close_interval(core, v, end);
+            }
+        }
+        let work_left = self
+            .vcpus
+            .iter()
+            .map(|v| match v.activity {
+                Activity::Compute { left } => left,
+                _ => 0.0,
+            })
+            .sum();
+        SimResult {
+            scheduler: self.sched.name(),
+            end,
+            completions: self.completions,
+            vcpus: self.vcpus.iter().map(|v| v.stats).collect(),
+            core_busy_ns: self.cores.iter().map(|c| c.busy).collect(),
+            work_assigned: self.work_assigned,
+            work_left,
+            intervals: self.intervals,
+            events,
+        }
+    }
+
+    fn all_done(&self) -> bool {
+        self.vms.iter().all(|vm| vm.done)
+    }
+
+    fn push(&mut self, t: Nanos, event: Event) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, event)));
+    }
+
+    /// The work of one unit of `vm`'s program: a serial run or one parallel phase.
+    fn unit_work(&self, vm: usize) -> f64 {
+        match self.topo.vms[vm].workload {
+            Workload::Serial { work_ms, .. } => work_ms * 1e6,
+            Workload::Parallel { phase_ms, .. } => phase_ms * 1e6,
+        }
+    }
+
+    /// Let every core the scheduler (or a barrier release) asked for decide now.
+    fn drain(&mut self, now: Nanos) {
+        for _ in 0..1_000_000 {
+            let mut cores = self.sched.take_kicks();
+            cores.append(&mut self.dirty);
+            if cores.is_empty() {
+                return;
+            }
+            for core in cores {
+                self.resched(core, now);
+            }
+        }
+        panic!("{}: kicks did not settle at t={now}", self.sched.name());
+    }
+
+    /// Account the running vCPU's progress on `core` up to `now` (no state transitions).
+    fn progress(&mut self, core: CoreId, now: Nanos) {
+        let c = &mut self.cores[core];
+        let dt = now.saturating_sub(c.since);
+        c.since = now;
+        let Some(v) = c.running else { return };
+        c.busy += dt;
+        let speed = c.speed;
+        let vcpu = &mut self.vcpus[v];
+        match &mut vcpu.activity {
+            Activity::Compute { left } => {
+                let work = (dt as f64 * speed).min(*left);
+                *left -= work;
+                vcpu.stats.work_done += work;
+                vcpu.stats.compute_ns += dt;
+            }
+            Activity::Spin { left } => {
+                *left = left.saturating_sub(dt);
+                vcpu.stats.spin_ns += dt;
+            }
+            // Only for an instant: its core is about to be rescheduled.
+            Activity::Blocked | Activity::Done => debug_assert_eq!(dt, 0),
+        }
+    }
+
+    /// Apply what a running vCPU's program does when its activity has ended.
+    fn settle(&mut self, v: VcpuId, now: Nanos) {
+        match self.vcpus[v].activity {
+            Activity::Compute { left } if left <= EPS_WORK => {
+                self.vcpus[v].stats.work_done += left;
+                self.unit_done(v, now);
+            }
+            Activity::Spin { left: 0 } => self.vcpus[v].activity = Activity::Blocked,
+            _ => {}
+        }
+    }
+
+    fn unit_done(&mut self, v: VcpuId, now: Nanos) {
+        let vm = self.vcpus[v].vm;
+        let spec = &self.topo.vms[vm];
+        match spec.workload {
+            Workload::Serial { .. } => {
+                self.completions.push(Completion {
+                    vm,
+                    vcpu: Some(v),
+                    started: self.vcpus[v].started,
+                    finished: now,
+                });
+                if spec.repeat {
+                    let work = self.unit_work(vm);
+                    self.vcpus[v].activity = Activity::Compute { left: work };
+                    self.vcpus[v].started = now;
+                    self.work_assigned += work;
+                } else {
+                    self.vcpus[v].activity = Activity::Done;
+                    if self.vms[vm]
+                        .vcpus
+                        .iter()
+                        .all(|&t| self.vcpus[t].activity == Activity::Done)
+                    {
+                        self.vms[vm].done = true;
+                    }
+                }
+            }
+            Workload::Parallel { spin_us, .. } => {
+                self.vms[vm].arrived += 1;
+                if self.vms[vm].arrived == self.vms[vm].vcpus.len() {
+                    self.release(vm, now);
+                } else {
+                    let spin = (spin_us * 1e3).round() as Nanos;
+                    self.vcpus[v].activity = if spin > 0 {
+                        Activity::Spin { left: spin }
+                    } else {
+                        Activity::Blocked
+                    };
+                }
+            }
+        }
+    }
+
+    /// The last thread reached the barrier: every thread goes on to the next phase (or the
+    /// program completes). Blocked threads are woken; spinning ones stop spinning.
+    fn release(&mut self, vm: usize, now: Nanos) {
+        let Workload::Parallel { phases, .. } = self.topo.vms[vm].workload else {
+            unreachable!()
+        };
+        let state = &mut self.vms[vm];
+        state.arrived = 0;
+        state.phase += 1;
+        if state.phase == phases {
+            self.completions.push(Completion {
+                vm,
+                vcpu: None,
+                started: state.started,
+                finished: now,
+            });
+            if self.topo.vms[vm].repeat {
+                state.phase = 0;
+                state.started = now;
+            } else {
+                state.done = true;
+            }
+        }
+        let done = state.done;
+        let work = self.unit_work(vm);
+        for t in self.vms[vm].vcpus.clone() {
+            let was = self.vcpus[t].activity;
+            if let Some(core) = self.vcpus[t].on_core {
+                // Account its spinning so far before its activity changes.
+                self.progress(core, now);
+                self.dirty.push(core);
+            }
+            if done {
+                self.vcpus[t].activity = Activity::Done;
+                if was.runnable() && self.vcpus[t].on_core.is_none() {
+                    self.sched.retire(now, t);
+                }
+                continue;
+            }
+            self.vcpus[t].activity = Activity::Compute { left: work };
+            self.work_assigned += work;
+            if was == Activity::Blocked {
+                self.sched.wake(now, t);
+            }
+        }
+    }
+
+    fn resched(&mut self, core: CoreId, now: Nanos) {
+        self.progress(core, now);
+        let prev = self.cores[core].running;
+        if let Some(v) = prev {
+            self.settle(v, now);
+        }
+        let prev = prev.map(|v| {
+            let stop = match self.vcpus[v].activity {
+                Activity::Compute { .. } | Activity::Spin { .. } => Stop::Runnable,
+                Activity::Blocked => Stop::Blocked,
+                Activity::Done => Stop::Finished,
+            };
+            if stop == Stop::Blocked {
+                self.vcpus[v].stats.blocks += 1;
+            }
+            (v, stop)
+        });
+        let dispatch = self.sched.schedule(now, core, prev);
+        self.apply(core, now, dispatch);
+    }
+
+    fn apply(&mut self, core: CoreId, now: Nanos, d: Dispatch) {
+        let name = self.sched.name();
+        if let Some(v) = d.vcpu {
+            assert!(
+                self.vcpus[v].activity.runnable(),
+                "{name}: core {core} was given vCPU {v}, which is not runnable"
+            );
+            assert!(
+                self.vcpus[v].on_core.is_none() || self.vcpus[v].on_core == Some(core),
+                "{name}: vCPU {v} given to core {core} while running on core {:?}",
+                self.vcpus[v].on_core
+            );
+            assert!(
+                !self.host.cores[core].reserved,
+                "{name}: vCPU {v} given to reserved core {core}"
+            );
+        }
+        let prev = self.cores[core].running;
+        if prev != d.vcpu {
+            if let Some(p) = prev {
+                self.close_interval(core, p, now);
+                self.vcpus[p].on_core = None;
+            }
+            if let Some(v) = d.vcpu {
+                self.start_on(core, v, now);
+            }
+            self.cores[core].running = d.vcpu;
+            self.cores[core].since = now;
+        }
+        let c = &mut self.cores[core];
+        c.generation += 1;
+        let boundary = d.vcpu.map(|v| match self.vcpus[v].activity {
+            Activity::Compute { left } => now + ((left / c.speed).ceil() as Nanos).max(1),
+            Activity::Spin { left } => now + left.max(1),
+            Activity::Blocked | Activity::Done => unreachable!(),
+        });
+        let until = d.until.map(|t| t.max(now + 1));
+        let next = match (boundary, until) {
+            (Some(b), Some(u)) => Some(b.min(u)),
+            (b, u) => b.or(u),
+        };
+        let generation = c.generation;
+        if let Some(t) = next {
+            self.push(t, Event::Core { core, generation });
+        }
+    }
+
+    fn start_on(&mut self, core: CoreId, v: VcpuId, now: Nanos) {
+        self.cores[core].interval_start = now;
+        let vcpu = &mut self.vcpus[v];
+        vcpu.on_core = Some(core);
+        if vcpu.last_core.is_some_and(|c| c != core) {
+            vcpu.stats.migrations += 1;
+            if let (Workload::Serial { mem_intensity, .. }, Activity::Compute { left }) =
+                (&self.topo.vms[vcpu.vm].workload, &mut vcpu.activity)
+            {
+                let warmup = mem_intensity * self.host.migration_warmup_ms * 1e6;
+                *left += warmup;
+                vcpu.stats.warmup_work += warmup;
+                self.work_assigned += warmup;
+            }
+        }
+        vcpu.last_core = Some(core);
+    }
+
+    fn close_interval(&mut self, core: CoreId, v: VcpuId, now: Nanos) {
+        let start = self.cores[core].interval_start;
+        if self.cfg.record_intervals && now > start {
+            self.intervals.push(RunInterval {
+                core,
+                vcpu: v,
+                start,
+                end: now,
+            });
+        }
+    }
+}

@@ -1,0 +1,483 @@
+//! Scenario files: a host and its VMs in TOML, checked key by key. Every error names the key
+//! (`vms[2].phase_ms: must be positive, got -1`); unknown keys are errors, so a typo never passes
+//! silently.
+//!
+//! ```toml
+//! name = "two-classes"
+//! horizon_ms = 20000
+//! migration_warmup_ms = 0.5      # optional, default 0
+//!
+//! [[cores]]                      # a group of identical cores
+//! count = 2
+//! speed = 1.8
+//! [[cores]]
+//! count = 6                      # speed defaults to 1
+//! [[cores]]
+//! count = 2
+//! reserved = true                # dom0's cores
+//!
+//! [[vms]]
+//! name = "par"
+//! vcpus = 8
+//! weight = 256                   # optional, default 256
+//! repeat = true                  # optional, default false
+//! slice_ms = 1.0                 # optional (EEVDF per-thread slice)
+//! workload = "parallel"          # phases, phase_ms, spin_us
+//! phases = 100
+//! phase_ms = 2
+//! spin_us = 50
+//!
+//! [[vms]]
+//! name = "ser"
+//! vcpus = 2
+//! workload = "serial"            # work_ms, mem_intensity (optional, default 0)
+//! work_ms = 500
+//! ```
+
+use std::path::Path;
+
+use super::model::{Core, Host, Vm, Workload};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub horizon_ms: f64,
+    pub host: Host,
+    pub vms: Vec<Vm>,
+}
+
+const TOP_KEYS: &[&str] = &["name", "horizon_ms", "migration_warmup_ms", "cores", "vms"];
+const CORE_KEYS: &[&str] = &["count", "speed", "reserved"];
+const VM_KEYS: &[&str] = &["name", "vcpus", "weight", "repeat", "slice_ms", "workload"];
+const SERIAL_KEYS: &[&str] = &["work_ms", "mem_intensity"];
+const PARALLEL_KEYS: &[&str] = &["phases", "phase_ms", "spin_us"];
+
+/// A value as it would be written, for error messages (tables and arrays by their type).
+fn shown(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => format!("{s:?}"),
+        toml::Value::Integer(i) => i.to_string(),
+        toml::Value::Float(x) => x.to_string(),
+        toml::Value::Boolean(b) => b.to_string(),
+        other => format!("a {}", other.type_str()),
+    }
+}
+
+/// One table and the key path that leads to it, for error messages.
+struct At<'a> {
+    path: String,
+    table: &'a toml::Table,
+}
+
+impl At<'_> {
+    fn key(&self, k: &str) -> String {
+        if self.path.is_empty() {
+            k.to_string()
+        } else {
+            format!("{}.{k}", self.path)
+        }
+    }
+
+    fn only(&self, known: &[&str]) -> Result<(), String> {
+        match self.table.keys().find(|k| !known.contains(&k.as_str())) {
+            Some(k) => Err(format!(
+                "{}: unknown key (known: {})",
+                self.key(k),
+                known.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+
+    fn num(&self, k: &str) -> Result<Option<f64>, String> {
+        match self.table.get(k) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
+            Some(toml::Value::Float(x)) if x.is_finite() => Ok(Some(*x)),
+            Some(v) => Err(format!(
+                "{}: expected a number, got {}",
+                self.key(k),
+                shown(v)
+            )),
+        }
+    }
+
+    /// A number that must satisfy `ok` (described by `what`); `default` when absent, or an
+    /// error naming the key when there is no default.
+    fn checked(
+        &self,
+        k: &str,
+        what: &str,
+        ok: impl Fn(f64) -> bool,
+        default: Option<f64>,
+    ) -> Result<f64, String> {
+        match (self.num(k)?, default) {
+            (Some(x), _) if !ok(x) => Err(format!("{}: must be {what}, got {x}", self.key(k))),
+            (Some(x), _) => Ok(x),
+            (None, Some(d)) => Ok(d),
+            (None, None) => Err(format!("{}: missing", self.key(k))),
+        }
+    }
+
+    fn count(&self, k: &str, default: Option<f64>) -> Result<usize, String> {
+        let whole = |x: f64| x.fract() == 0.0 && (1.0..=1e6).contains(&x);
+        Ok(self.checked(k, "a whole number from 1 to 10^6", whole, default)? as usize)
+    }
+
+    fn positive(&self, k: &str, default: Option<f64>) -> Result<f64, String> {
+        self.checked(k, "positive", |x| x > 0.0, default)
+    }
+
+    fn non_negative(&self, k: &str, default: Option<f64>) -> Result<f64, String> {
+        self.checked(k, "zero or more", |x| x >= 0.0, default)
+    }
+
+    fn bool(&self, k: &str) -> Result<bool, String> {
+        match self.table.get(k) {
+            None => Ok(false),
+            Some(toml::Value::Boolean(b)) => Ok(*b),
+            Some(v) => Err(format!(
+                "{}: expected true or false, got {}",
+                self.key(k),
+                shown(v)
+            )),
+        }
+    }
+
+    fn str(&self, k: &str) -> Result<Option<&str>, String> {
+        match self.table.get(k) {
+            None => Ok(None),
+            Some(toml::Value::String(s)) => Ok(Some(s)),
+            Some(v) => Err(format!(
+                "{}: expected a string, got {}",
+                self.key(k),
+                shown(v)
+            )),
+        }
+    }
+
+    /// The tables of an array of tables `[[k]]`.
+    fn tables(&self, k: &str) -> Result<Vec<At<'_>>, String> {
+        let Some(value) = self.table.get(k) else {
+            return Err(format!("{}: missing (at least one [[{k}]])", self.key(k)));
+        };
+        let toml::Value::Array(items) = value else {
+            return Err(format!("{}: expected [[{k}]] tables", self.key(k)));
+        };
+        if items.is_empty() {
+            return Err(format!("{}: at least one [[{k}]] is needed", self.key(k)));
+        }
+        items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match item {
+                toml::Value::Table(table) => Ok(At {
+                    path: format!("{}[{i}]", self.key(k)),
+                    table,
+                }),
+                v => Err(format!(
+                    "{}[{i}]: expected a table, got {}",
+                    self.key(k),
+                    shown(v)
+                )),
+            })
+            .collect()
+    }
+}
+
+impl Scenario {
+    /// Read and check a scenario file; errors start with the file's path.
+    pub fn load(path: &Path) -> Result<Scenario, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Scenario::parse(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+
+    pub fn parse(text: &str) -> Result<Scenario, String> {
+        let root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| e.to_string().trim().replace('\n', " "))?;
+        let top = At {
+            path: String::new(),
+            table: &root,
+        };
+        top.only(TOP_KEYS)?;
+        let name = top.str("name")?.unwrap_or("scenario").to_string();
+        let horizon_ms = top.positive("horizon_ms", None)?;
+        let migration_warmup_ms = top.non_negative("migration_warmup_ms", Some(0.0))?;
+        let mut cores = Vec::new();
+        for group in top.tables("cores")? {
+            group.only(CORE_KEYS)?;
+            let count = group.count("count", None)?;
+            let speed = group.positive("speed", Some(1.0))?;
+            let reserved = group.bool("reserved")?;
+            cores.extend(std::iter::repeat_n(Core { speed, reserved }, count));
+        }
+        if cores.iter().all(|c| c.reserved) {
+            return Err("cores: every core is reserved; guests need at least one".into());
+        }
+        let mut vms = Vec::new();
+        for vm in top.tables("vms")? {
+            vms.push(parse_vm(&vm, vms.len())?);
+        }
+        Ok(Scenario {
+            name,
+            horizon_ms,
+            host: Host {
+                cores,
+                migration_warmup_ms,
+            },
+            vms,
+        })
+    }
+
+    /// Refuse what `scheduler` cannot run: `ia` needs one usable core per vCPU of a VM.
+    pub fn check_for(&self, scheduler: &str) -> Result<(), String> {
+        let usable = self.host.cores.iter().filter(|c| !c.reserved).count();
+        if scheduler == "ia" {
+            for (i, vm) in self.vms.iter().enumerate() {
+                if vm.vcpus > usable {
+                    return Err(format!(
+                        "vms[{i}].vcpus: {} vCPUs but {usable} usable cores; the ia scheduler \
+                         puts each vCPU of a VM on its own core",
+                        vm.vcpus
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
+    let workload_kind = vm
+        .str("workload")?
+        .ok_or_else(|| format!("{}: missing (serial or parallel)", vm.key("workload")))?;
+    let (extra, workload) = match workload_kind {
+        "serial" => (
+            SERIAL_KEYS,
+            Workload::Serial {
+                work_ms: vm.positive("work_ms", None)?,
+                mem_intensity: vm.checked(
+                    "mem_intensity",
+                    "between 0 and 1",
+                    |x| (0.0..=1.0).contains(&x),
+                    Some(0.0),
+                )?,
+            },
+        ),
+        "parallel" => (
+            PARALLEL_KEYS,
+            Workload::Parallel {
+                phases: vm.count("phases", None)? as u32,
+                phase_ms: vm.positive("phase_ms", None)?,
+                spin_us: vm.non_negative("spin_us", Some(0.0))?,
+            },
+        ),
+        other => {
+            return Err(format!(
+                "{}: unknown workload {other:?} (known: serial, parallel)",
+                vm.key("workload")
+            ))
+        }
+    };
+    let known: Vec<&str> = VM_KEYS.iter().chain(extra).copied().collect();
+    vm.only(&known)?;
+    let slice_ms = match vm.num("slice_ms")? {
+        None => None,
+        Some(_) => Some(vm.positive("slice_ms", None)?),
+    };
+    Ok(Vm {
+        name: vm
+            .str("name")?
+            .map(str::to_string)
+            .unwrap_or_else(|| format!("vm{index}")),
+        weight: vm.positive("weight", Some(256.0))?,
+        vcpus: vm.count("vcpus", None)?,
+        workload,
+        repeat: vm.bool("repeat")?,
+        slice_ms,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        name = "two-classes"
+        horizon_ms = 20000
+        migration_warmup_ms = 0.5
+
+        [[cores]]
+        count = 2
+        speed = 1.8
+        [[cores]]
+        count = 6
+        [[cores]]
+        count = 2
+        reserved = true
+
+        [[vms]]
+        name = "par"
+        vcpus = 8
+        repeat = true
+        workload = "parallel"
+        phases = 100
+        phase_ms = 2
+        spin_us = 50
+
+        [[vms]]
+        vcpus = 2
+        weight = 512
+        slice_ms = 1.5
+        workload = "serial"
+        work_ms = 500
+    "#;
+
+    #[test]
+    fn a_good_scenario_gives_the_host_and_vms() {
+        let s = Scenario::parse(GOOD).unwrap();
+        assert_eq!(s.name, "two-classes");
+        assert_eq!(s.horizon_ms, 20000.0);
+        assert_eq!(s.host.cores.len(), 10);
+        assert_eq!(
+            s.host.cores[1],
+            Core {
+                speed: 1.8,
+                reserved: false
+            }
+        );
+        assert_eq!(
+            s.host.cores[2],
+            Core {
+                speed: 1.0,
+                reserved: false
+            }
+        );
+        assert!(s.host.cores[9].reserved);
+        assert_eq!(s.host.migration_warmup_ms, 0.5);
+        assert_eq!(
+            s.vms[0].workload,
+            Workload::Parallel {
+                phases: 100,
+                phase_ms: 2.0,
+                spin_us: 50.0
+            }
+        );
+        assert!(s.vms[0].repeat);
+        assert_eq!(s.vms[0].weight, 256.0);
+        assert_eq!(s.vms[1].name, "vm1");
+        assert_eq!(s.vms[1].weight, 512.0);
+        assert_eq!(s.vms[1].slice_ms, Some(1.5));
+        assert_eq!(
+            s.vms[1].workload,
+            Workload::Serial {
+                work_ms: 500.0,
+                mem_intensity: 0.0
+            }
+        );
+        // 8 vCPUs on 8 usable cores is fine for ia; 9 is not.
+        assert!(s.check_for("ia").is_ok());
+    }
+
+    fn error(text: &str) -> String {
+        Scenario::parse(text).unwrap_err()
+    }
+
+    fn edited(from: &str, to: &str) -> String {
+        assert!(GOOD.contains(from), "{from}");
+        GOOD.replacen(from, to, 1)
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        assert_eq!(
+            error(&edited("phase_ms = 2", "phase_ms = -1")),
+            "vms[0].phase_ms: must be positive, got -1"
+        );
+        assert_eq!(
+            error(&edited("spin_us = 50", "spin_usec = 50")),
+            "vms[0].spin_usec: unknown key (known: name, vcpus, weight, repeat, slice_ms, \
+             workload, phases, phase_ms, spin_us)"
+        );
+        // A serial VM does not take a parallel key.
+        assert!(error(&edited("work_ms = 500", "work_ms = 500\nphases = 3"))
+            .starts_with("vms[1].phases: unknown key"));
+        assert_eq!(
+            error(&edited("count = 6", "count = 2.5")),
+            "cores[1].count: must be a whole number from 1 to 10^6, got 2.5"
+        );
+        assert_eq!(
+            error(&edited("speed = 1.8", "speed = \"fast\"")),
+            "cores[0].speed: expected a number, got \"fast\""
+        );
+        assert_eq!(
+            error(&edited("horizon_ms = 20000", "horizon = 20000")),
+            "horizon: unknown key (known: name, horizon_ms, migration_warmup_ms, cores, vms)"
+        );
+        assert_eq!(
+            error(&edited("workload = \"serial\"", "workload = \"io\"")),
+            "vms[1].workload: unknown workload \"io\" (known: serial, parallel)"
+        );
+        assert_eq!(error(&edited("vcpus = 2", "")), "vms[1].vcpus: missing");
+        assert_eq!(
+            error(&edited("repeat = true", "repeat = 1")),
+            "vms[0].repeat: expected true or false, got 1"
+        );
+        assert_eq!(
+            error(&edited("slice_ms = 1.5", "slice_ms = 0")),
+            "vms[1].slice_ms: must be positive, got 0"
+        );
+        assert!(
+            error("horizon_ms = 1\n[[vms]]\nvcpus = 1\nworkload = \"serial\"\nwork_ms = 1")
+                .starts_with("cores: missing")
+        );
+        assert!(error("horizon_ms = [").contains("line 1"));
+    }
+
+    #[test]
+    fn a_host_needs_a_usable_core_and_ia_one_core_per_vcpu() {
+        let all_reserved = "horizon_ms = 1\n[[cores]]\ncount = 2\nreserved = true\n\
+                            [[vms]]\nvcpus = 1\nworkload = \"serial\"\nwork_ms = 1";
+        assert_eq!(
+            error(all_reserved),
+            "cores: every core is reserved; guests need at least one"
+        );
+        let wide = Scenario::parse(&edited("vcpus = 8", "vcpus = 9")).unwrap();
+        assert!(wide.check_for("credit").is_ok());
+        assert_eq!(
+            wide.check_for("ia").unwrap_err(),
+            "vms[0].vcpus: 9 vCPUs but 8 usable cores; the ia scheduler puts each vCPU of a VM \
+             on its own core"
+        );
+    }
+
+    #[test]
+    fn the_committed_scenarios_load() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let s = Scenario::load(&dir.join("spec001-sketch.toml")).unwrap();
+        let widths: Vec<usize> = s.vms.iter().map(|v| v.vcpus).collect();
+        assert_eq!(widths, vec![2, 2, 6, 8]);
+        assert_eq!(s.host.cores.iter().filter(|c| c.speed == 1.8).count(), 2);
+        assert!(s.check_for("ia").is_ok());
+    }
+
+    #[test]
+    fn load_names_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bad.toml");
+        std::fs::write(&path, edited("phase_ms = 2", "phase_ms = -1")).unwrap();
+        let e = Scenario::load(&path).unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "{}: vms[0].phase_ms: must be positive, got -1",
+                path.display()
+            )
+        );
+        let missing = dir.path().join("missing.toml");
+        assert!(Scenario::load(&missing)
+            .unwrap_err()
+            .starts_with(&missing.display().to_string()));
+    }
+}

@@ -1,0 +1,71 @@
+//! The contract between the engine and a vCPU scheduler.
+//!
+//! The engine owns what the vCPUs do (their work, barriers, spinning); a scheduler owns which
+//! vCPU runs on which core and for how long. The engine calls `schedule` for a core whenever that
+//! core must decide: its timer fired, its vCPU blocked or finished, or the scheduler asked for it
+//! by a *kick* (after a wake-up, to preempt or to let an idle core steal). `schedule` may keep
+//! the same vCPU running.
+
+pub mod credit;
+pub mod eevdf;
+pub mod ia;
+
+pub use credit::{Credit, CreditParams};
+pub use eevdf::{Eevdf, EevdfParams};
+pub use ia::{Ia, IaSchedParams};
+
+use super::model::{CoreId, Nanos, VcpuId};
+
+/// Why the vCPU that was on a core is being looked at.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// It can keep running (its timer fired, or the core was kicked).
+    Runnable,
+    /// It blocked (waiting at a barrier); a later `wake` brings it back.
+    Blocked,
+    /// Its program is over for good.
+    Finished,
+}
+
+/// What a core runs next, and until when at most (`None`: until something else happens).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dispatch {
+    pub vcpu: Option<VcpuId>,
+    pub until: Option<Nanos>,
+}
+
+impl Dispatch {
+    pub const IDLE: Dispatch = Dispatch {
+        vcpu: None,
+        until: None,
+    };
+}
+
+pub trait Scheduler {
+    fn name(&self) -> &'static str;
+
+    /// At the start of a run: `vcpu` is runnable (no wake-up bonus).
+    fn admit(&mut self, now: Nanos, vcpu: VcpuId);
+
+    /// `vcpu` was blocked and is runnable again.
+    fn wake(&mut self, now: Nanos, vcpu: VcpuId);
+
+    /// `vcpu` was waiting for a core (runnable, not running) and its program is over for good:
+    /// take it off the queues. (A running vCPU's end comes through `schedule` instead.)
+    fn retire(&mut self, now: Nanos, vcpu: VcpuId);
+
+    /// Core `core` decides what to run. `prev` is the vCPU that was running on it (if any) and
+    /// whether it can go on.
+    fn schedule(&mut self, now: Nanos, core: CoreId, prev: Option<(VcpuId, Stop)>) -> Dispatch;
+
+    /// Cores that must call `schedule` now (drained by the engine after every call).
+    fn take_kicks(&mut self) -> Vec<CoreId>;
+
+    /// The next time `periodic` must run, if the scheduler has host-wide periodic work.
+    fn next_periodic(&self) -> Option<Nanos> {
+        None
+    }
+
+    /// Host-wide periodic work (Credit's accounting).
+    fn periodic(&mut self, _now: Nanos) {}
+}

@@ -1,0 +1,386 @@
+//! Whole-run tests of the engine with real schedulers: hand-checked timelines, fairness, and
+//! properties over random small hosts.
+
+use proptest::prelude::*;
+
+use super::sched::{Credit, CreditParams, Eevdf, EevdfParams, Ia, IaSchedParams};
+use super::*;
+
+fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
+    let topo = Topology::new(host, vms);
+    let cfg = RunConfig {
+        horizon: horizon_ms * MS,
+        record_intervals: true,
+    };
+    let result = match scheduler {
+        "credit" => simulate(
+            host,
+            vms,
+            &mut Credit::new(&topo, CreditParams::default()),
+            &cfg,
+        ),
+        "eevdf" => {
+            let params = EevdfParams {
+                hrtick: true,
+                ..EevdfParams::linux(host.cores.len())
+            };
+            simulate(host, vms, &mut Eevdf::new(&topo, params), &cfg)
+        }
+        "ia" => {
+            let mut ia = Ia::new(&topo, IaSchedParams::default()).expect("VMs fit the host");
+            simulate(host, vms, &mut ia, &cfg)
+        }
+        other => panic!("no scheduler {other}"),
+    };
+    check_invariants(host, &result);
+    result
+}
+
+fn serial(work_ms: f64) -> Workload {
+    Workload::Serial {
+        work_ms,
+        mem_intensity: 0.0,
+    }
+}
+
+fn parallel(phases: u32, phase_ms: f64, spin_us: f64) -> Workload {
+    Workload::Parallel {
+        phases,
+        phase_ms,
+        spin_us,
+    }
+}
+
+/// What must hold after any run: no core runs two vCPUs at once, no vCPU runs on two cores at
+/// once, nothing runs on a reserved core, and work is conserved.
+fn check_invariants(host: &Host, r: &SimResult) {
+    let mut by_core = vec![Vec::new(); host.cores.len()];
+    let mut by_vcpu = vec![Vec::new(); r.vcpus.len()];
+    for i in &r.intervals {
+        assert!(i.start < i.end && i.end <= r.end, "{i:?}");
+        assert!(!host.cores[i.core].reserved, "ran on reserved core: {i:?}");
+        by_core[i.core].push((i.start, i.end));
+        by_vcpu[i.vcpu].push((i.start, i.end));
+    }
+    for (what, lists) in [("core", &mut by_core), ("vCPU", &mut by_vcpu)] {
+        for (k, list) in lists.iter_mut().enumerate() {
+            list.sort();
+            for w in list.windows(2) {
+                assert!(
+                    w[0].1 <= w[1].0,
+                    "{what} {k} overlaps: {:?} {:?}",
+                    w[0],
+                    w[1]
+                );
+            }
+        }
+    }
+    // Time: what the intervals say each core was busy is what the engine counted.
+    for (c, list) in by_core.iter().enumerate() {
+        let busy: Nanos = list.iter().map(|(s, e)| e - s).sum();
+        assert_eq!(busy, r.core_busy_ns[c], "core {c}");
+    }
+    let vcpu_time: Nanos = r.vcpus.iter().map(|v| v.compute_ns + v.spin_ns).sum();
+    assert_eq!(vcpu_time, r.core_busy_ns.iter().sum::<Nanos>());
+    // Work: done + left = given, and no more done than the computing time could deliver.
+    let done: f64 = r.vcpus.iter().map(|v| v.work_done).sum();
+    let tolerance = 1e-3 * (1.0 + r.events as f64);
+    assert!(
+        (done + r.work_left - r.work_assigned).abs() < tolerance,
+        "done {done} + left {} != given {}",
+        r.work_left,
+        r.work_assigned
+    );
+    let fastest = host.cores.iter().map(|c| c.speed).fold(0.0, f64::max);
+    let compute: Nanos = r.vcpus.iter().map(|v| v.compute_ns).sum();
+    assert!(done <= compute as f64 * fastest + tolerance);
+}
+
+#[test]
+fn a_fast_core_does_the_work_in_less_time() {
+    let host = Host {
+        cores: vec![Core {
+            speed: 2.0,
+            reserved: false,
+        }],
+        migration_warmup_ms: 0.0,
+    };
+    for s in ["credit", "eevdf", "ia"] {
+        let r = run(&host, &[Vm::new("a", 1, serial(20.0))], s, 1_000);
+        assert_eq!(r.completions.len(), 1, "{s}");
+        assert_eq!(r.completions[0].finished, 10 * MS, "{s}");
+        assert_eq!(r.end, 10 * MS);
+        assert!((r.vcpus[0].work_done - 20e6).abs() < 1e-3);
+    }
+}
+
+#[test]
+fn threads_that_arrive_together_never_spin() {
+    // Two threads on two cores, 3 phases of 10 ms: done at 30 ms, no spinning, no blocking.
+    let host = Host::symmetric(2);
+    for s in ["credit", "eevdf"] {
+        let r = run(
+            &host,
+            &[Vm::new("p", 2, parallel(3, 10.0, 500.0))],
+            s,
+            1_000,
+        );
+        assert_eq!(r.completions.len(), 1);
+        assert_eq!(r.completions[0].finished, 30 * MS, "{s}");
+        assert_eq!(r.completions[0].vcpu, None);
+        assert!(
+            r.vcpus.iter().all(|v| v.spin_ns == 0 && v.blocks == 0),
+            "{s}: {:?}",
+            r.vcpus
+        );
+    }
+}
+
+#[test]
+fn a_thread_at_a_barrier_spins_its_budget_then_blocks() {
+    // Two threads share one core under Credit, 2 phases of 10 ms.
+    // Spin 0: each thread blocks as soon as it arrives, so no time is lost: 4 × 10 ms = 40 ms.
+    let host = Host::symmetric(1);
+    let r = run(
+        &host,
+        &[Vm::new("p", 2, parallel(2, 10.0, 0.0))],
+        "credit",
+        1_000,
+    );
+    assert_eq!(r.completions[0].finished, 40 * MS);
+    assert_eq!(r.vcpus[0].spin_ns + r.vcpus[1].spin_ns, 0);
+    // Spin 5 ms: thread 0 computes 0–10, spins 10–15 while its sibling waits for the core,
+    // blocks; thread 1 computes 15–25 and releases the barrier; thread 0 wakes BOOSTed,
+    // preempts, computes 25–35, spins 35–40, blocks; thread 1 finishes 40–50.
+    let r = run(
+        &host,
+        &[Vm::new("p", 2, parallel(2, 10.0, 5_000.0))],
+        "credit",
+        1_000,
+    );
+    assert_eq!(r.completions[0].finished, 50 * MS);
+    assert_eq!(r.vcpus[0].spin_ns, 10 * MS);
+    assert_eq!(r.vcpus[1].spin_ns, 0);
+    assert_eq!(r.vcpus[0].blocks, 2);
+    let timeline: Vec<(VcpuId, Nanos, Nanos)> = r
+        .intervals
+        .iter()
+        .map(|i| (i.vcpu, i.start / MS, i.end / MS))
+        .collect();
+    assert_eq!(
+        timeline,
+        vec![(0, 0, 15), (1, 15, 25), (0, 25, 40), (1, 40, 50)]
+    );
+}
+
+#[test]
+fn spinning_is_cut_short_when_the_barrier_opens() {
+    // Two cores under Credit. A 30 ms hog starts on core 0 with thread 1 queued behind it;
+    // thread 0 has core 1. Thread 0 arrives at 10 ms and spins (budget 50 ms) until thread 1
+    // has run its 10 ms: thread 1 gets a core at 30 ms (the hog ends, or core 1's slice ends
+    // and it steals thread 1), so the program ends at 40 ms, and thread 0 spun 20–30 ms
+    // without ever blocking.
+    let host = Host::symmetric(2);
+    let vms = [
+        Vm::new("hog", 1, serial(30.0)),
+        Vm::new("p", 2, parallel(1, 10.0, 50_000.0)),
+    ];
+    let r = run(&host, &vms, "credit", 1_000);
+    let p = r.completions.iter().find(|c| c.vm == 1).unwrap();
+    assert_eq!(p.finished, 40 * MS);
+    let spin = r.vcpus[1].spin_ns + r.vcpus[2].spin_ns;
+    assert!((20 * MS..=30 * MS).contains(&spin), "spin {spin}");
+    assert_eq!(r.vcpus[1].blocks + r.vcpus[2].blocks, 0);
+}
+
+#[test]
+fn credit_shares_symmetric_cores_fairly() {
+    // Three single-vCPU hogs on two cores for 3 s: 2 s of CPU each, within 5 %.
+    let host = Host::symmetric(2);
+    let vms: Vec<Vm> = (0..3)
+        .map(|i| Vm {
+            repeat: true,
+            ..Vm::new(&format!("h{i}"), 1, serial(50.0))
+        })
+        .collect();
+    let r = run(&host, &vms, "credit", 3_000);
+    for v in &r.vcpus {
+        let share = v.compute_ns as f64 / 2e9;
+        assert!((share - 1.0).abs() < 0.05, "{:?}", r.vcpus);
+    }
+    // Weights 512 : 256 on one core: 2 : 1 within 5 %.
+    let host = Host::symmetric(1);
+    let vms = [
+        Vm {
+            weight: 512.0,
+            repeat: true,
+            ..Vm::new("big", 1, serial(50.0))
+        },
+        Vm {
+            repeat: true,
+            ..Vm::new("small", 1, serial(50.0))
+        },
+    ];
+    let r = run(&host, &vms, "credit", 3_000);
+    let ratio = r.vcpus[0].compute_ns as f64 / r.vcpus[1].compute_ns as f64;
+    assert!((ratio - 2.0).abs() < 0.1, "ratio {ratio}");
+}
+
+#[test]
+fn eevdf_shares_equally_whatever_the_slices_and_a_slice_bounds_a_run() {
+    let host = Host::symmetric(1);
+    let vms = [
+        Vm {
+            slice_ms: Some(1.0),
+            repeat: true,
+            ..Vm::new("short", 1, serial(50.0))
+        },
+        Vm {
+            slice_ms: Some(9.0),
+            repeat: true,
+            ..Vm::new("long", 1, serial(50.0))
+        },
+    ];
+    let r = run(&host, &vms, "eevdf", 1_000);
+    let (a, b) = (r.vcpus[0].compute_ns as f64, r.vcpus[1].compute_ns as f64);
+    assert!((a / b - 1.0).abs() < 0.04, "{a} {b}");
+    // With hrtick no run of the 9 ms task lasts longer than its slice.
+    let longest = r
+        .intervals
+        .iter()
+        .filter(|i| i.vcpu == 1)
+        .map(|i| i.end - i.start)
+        .max();
+    assert!(longest.unwrap() <= 9 * MS, "{longest:?}");
+}
+
+#[test]
+fn migrations_of_memory_bound_programs_cost_warm_up_work() {
+    let host = Host {
+        migration_warmup_ms: 2.0,
+        ..Host::symmetric(2)
+    };
+    let vms: Vec<Vm> = (0..3)
+        .map(|i| {
+            Vm::new(
+                &format!("s{i}"),
+                1,
+                Workload::Serial {
+                    work_ms: 200.0,
+                    mem_intensity: 0.5,
+                },
+            )
+        })
+        .collect();
+    let r = run(&host, &vms, "credit", 10_000);
+    let migrations: u32 = r.vcpus.iter().map(|v| v.migrations).sum();
+    assert!(migrations > 0);
+    for v in &r.vcpus {
+        assert!((v.warmup_work - v.migrations as f64 * 1e6).abs() < 1e-6);
+    }
+    // All three finish; the warm-ups delayed the last completion beyond 3 × 200 / 2 = 300 ms.
+    assert_eq!(r.completions.len(), 3);
+    assert!(r.end > 300 * MS);
+    let cold = Host {
+        migration_warmup_ms: 0.0,
+        ..host.clone()
+    };
+    assert!(run(&cold, &vms, "credit", 10_000).end < r.end);
+}
+
+#[test]
+fn reserved_cores_stay_idle() {
+    let mut host = Host::symmetric(3);
+    host.cores[0].reserved = true;
+    let vms = [Vm::new("a", 2, serial(30.0)), Vm::new("b", 1, serial(30.0))];
+    for s in ["credit", "eevdf", "ia"] {
+        let r = run(&host, &vms, s, 1_000);
+        assert_eq!(r.core_busy_ns[0], 0);
+        // 90 ms of work on 2 cores: at least 45 ms.
+        assert!(r.end >= 45 * MS, "{s}: {}", r.end);
+    }
+}
+
+fn arb_workload() -> impl Strategy<Value = Workload> {
+    prop_oneof![
+        (1.0..40.0f64, 0.0..1.0f64).prop_map(|(work_ms, mem_intensity)| Workload::Serial {
+            work_ms,
+            mem_intensity
+        }),
+        (1u32..5, 0.5..15.0f64, 0.0..3_000.0f64).prop_map(|(phases, phase_ms, spin_us)| {
+            Workload::Parallel {
+                phases,
+                phase_ms,
+                spin_us,
+            }
+        }),
+    ]
+}
+
+fn arb_vm() -> impl Strategy<Value = Vm> {
+    (
+        1usize..4,
+        arb_workload(),
+        any::<bool>(),
+        prop::sample::select(vec![128.0, 256.0, 512.0]),
+    )
+        .prop_map(|(vcpus, workload, repeat, weight)| Vm {
+            weight,
+            repeat,
+            slice_ms: if repeat { Some(0.5) } else { None },
+            ..Vm::new("vm", vcpus, workload)
+        })
+}
+
+fn arb_host() -> impl Strategy<Value = Host> {
+    (
+        prop::collection::vec(prop::sample::select(vec![1.0, 1.5, 1.8]), 1..5),
+        any::<bool>(),
+        0.0..2.0f64,
+    )
+        .prop_map(|(speeds, reserve_first, migration_warmup_ms)| {
+            let n = speeds.len();
+            Host {
+                cores: speeds
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, speed)| Core {
+                        speed,
+                        reserved: reserve_first && i == 0 && n > 1,
+                    })
+                    .collect(),
+                migration_warmup_ms,
+            }
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Any small host and VM set, under either scheduler: the invariants hold, every core is
+    /// only busy while it has a vCPU, and a run whose programs all end stops when the last does.
+    #[test]
+    fn invariants_hold_for_random_hosts(
+        host in arb_host(),
+        vms in prop::collection::vec(arb_vm(), 1..4),
+        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia"]),
+    ) {
+        let usable = host.cores.iter().filter(|c| !c.reserved).count();
+        prop_assume!(scheduler != "ia" || vms.iter().all(|v| v.vcpus <= usable));
+        let r = run(&host, &vms, scheduler, 400);
+        let any_repeat = vms.iter().any(|v| v.repeat);
+        if !any_repeat && r.end < 400 * MS {
+            // Finished early: every program completed exactly once.
+            let expected: usize = vms
+                .iter()
+                .map(|v| match v.workload { Workload::Serial { .. } => v.vcpus, _ => 1 })
+                .sum();
+            prop_assert_eq!(r.completions.len(), expected);
+            prop_assert!(r.work_left < 1e-3);
+        }
+        // Work conservation in the whole run: busy core time never exceeds the run's length.
+        for &busy in &r.core_busy_ns {
+            prop_assert!(busy <= r.end);
+        }
+    }
+}
