@@ -7,7 +7,10 @@
 //! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
+//! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
+//!
 //! See docs/host-sim.md for the model and for every choice made where the specs are uncertain.
 
 pub mod decide;
+pub mod run;
 pub mod sim;

@@ -1,0 +1,154 @@
+//! One scenario under one scheduler, summarised per VM: what `colosched sim host` and the Python
+//! API run. Schedulers are chosen by name here, and the papers' scenarios are bundled as presets.
+
+use crate::sim::sched::{Credit, CreditParams, Eevdf, EevdfParams, Ia, IaSchedParams};
+use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
+use crate::sim::{Workload, MS};
+
+/// Every scheduler `scheduler` builds, in the order `all` runs them.
+pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia"];
+
+/// Scenarios bundled with colosched, by name: (name, TOML text).
+pub const PRESETS: &[(&str, &str)] = &[(
+    "spec001-sketch",
+    include_str!("../scenarios/spec001-sketch.toml"),
+)];
+
+/// A bundled scenario by name.
+pub fn preset(name: &str) -> Option<Scenario> {
+    let (_, text) = PRESETS.iter().find(|(n, _)| *n == name)?;
+    Some(Scenario::parse(text).expect("bundled scenarios parse"))
+}
+
+/// The scheduler called `name`, built for these VMs on this host, with its default parameters.
+pub fn scheduler(name: &str, host: &Host, vms: &[Vm]) -> Result<Box<dyn Scheduler>, String> {
+    let topo = Topology::new(host, vms);
+    Ok(match name {
+        "credit" => Box::new(Credit::new(&topo, CreditParams::default())),
+        "eevdf" => Box::new(Eevdf::new(&topo, EevdfParams::linux(host.cores.len()))),
+        "ia" => Box::new(Ia::new(&topo, IaSchedParams::default()).map_err(|e| format!("ia: {e}"))?),
+        _ => {
+            return Err(format!(
+                "unknown scheduler {name:?} (known: {})",
+                SCHEDULERS.join(", ")
+            ))
+        }
+    })
+}
+
+/// One VM's results in one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmResult {
+    pub vm: String,
+    pub vcpus: usize,
+    pub workload: &'static str,
+    /// Programs completed (serial: one per vCPU and run; parallel: one per run of the VM).
+    pub completions: usize,
+    /// Their mean completion time (NaN if none completed before the horizon).
+    pub mean_completion_ms: f64,
+    /// Time its vCPUs were on a core, computing and spinning at barriers.
+    pub run_ms: f64,
+    pub spin_ms: f64,
+    /// Work done, in milliseconds of a speed-1 core.
+    pub work_ms: f64,
+    pub migrations: u64,
+}
+
+/// One run: a scenario under a scheduler.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunResult {
+    pub scenario: String,
+    pub scheduler: String,
+    pub seed: u64,
+    /// When the run stopped (the horizon, or when every program had completed).
+    pub end_ms: f64,
+    pub events: u64,
+    pub vms: Vec<VmResult>,
+}
+
+/// Runs `scenario` under the scheduler called `name`. The models have no randomness yet: `seed`
+/// is recorded, and every seed gives the same run.
+pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, String> {
+    scenario.check_for(name)?;
+    let mut s = scheduler(name, &scenario.host, &scenario.vms)?;
+    let cfg = RunConfig {
+        horizon: (scenario.horizon_ms * MS as f64) as u64,
+        record_intervals: false,
+    };
+    let r = simulate(&scenario.host, &scenario.vms, s.as_mut(), &cfg);
+    Ok(RunResult {
+        scenario: scenario.name.clone(),
+        scheduler: name.to_string(),
+        seed,
+        end_ms: r.end as f64 / MS as f64,
+        events: r.events,
+        vms: per_vm(scenario, &r),
+    })
+}
+
+fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {
+    let topo = Topology::new(&scenario.host, &scenario.vms);
+    let ms = |ns: u64| ns as f64 / MS as f64;
+    (scenario.vms.iter().enumerate())
+        .map(|(i, vm)| {
+            let times: Vec<f64> = (r.completions.iter())
+                .filter(|c| c.vm == i)
+                .map(|c| ms(c.finished - c.started))
+                .collect();
+            let stats: Vec<_> = topo.vcpus_of(i).into_iter().map(|v| r.vcpus[v]).collect();
+            VmResult {
+                vm: vm.name.clone(),
+                vcpus: vm.vcpus,
+                workload: match vm.workload {
+                    Workload::Serial { .. } => "serial",
+                    Workload::Parallel { .. } => "parallel",
+                },
+                completions: times.len(),
+                mean_completion_ms: times.iter().sum::<f64>() / times.len() as f64,
+                run_ms: stats.iter().map(|s| ms(s.compute_ns + s.spin_ns)).sum(),
+                spin_ms: stats.iter().map(|s| ms(s.spin_ns)).sum(),
+                work_ms: stats.iter().map(|s| s.work_done).sum::<f64>() / MS as f64,
+                migrations: stats.iter().map(|s| s.migrations as u64).sum(),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scheduler_runs_the_preset_and_reports_each_vm() {
+        let mut sc = preset("spec001-sketch").unwrap();
+        sc.horizon_ms = 2000.0;
+        for name in SCHEDULERS {
+            let r = run(&sc, name, 7).unwrap();
+            assert_eq!((r.scheduler.as_str(), r.seed, r.vms.len()), (*name, 7, 4));
+            assert!(r.end_ms <= 2000.0 + 1e-6 && r.events > 0, "{r:?}");
+            let s6 = &r.vms[2];
+            assert_eq!((s6.vm.as_str(), s6.vcpus, s6.workload), ("s6", 6, "serial"));
+            // 500 ms programs on 6 slow cores and a busy host: done within 2 s, some of them.
+            assert!(
+                s6.completions >= 6 && s6.mean_completion_ms >= 500.0,
+                "{s6:?}"
+            );
+            assert!(r.vms[3].spin_ms > 0.0 && r.vms[3].workload == "parallel");
+            // The host's 8 cores can give at most 8 × 2 s of time, at speed ≤ 1.8.
+            let run: f64 = r.vms.iter().map(|v| v.run_ms).sum();
+            assert!(run <= 8.0 * 2000.0 + 1e-6, "{run}");
+        }
+    }
+
+    #[test]
+    fn unknown_scheduler_and_too_wide_vm_are_refused() {
+        let sc = preset("spec001-sketch").unwrap();
+        assert!(run(&sc, "cfs", 1)
+            .unwrap_err()
+            .contains("unknown scheduler \"cfs\""));
+        let mut wide = sc.clone();
+        wide.vms[0].vcpus = 9;
+        assert!(run(&wide, "ia", 1).unwrap_err().contains("vms[0].vcpus"));
+        assert!(preset("nope").is_none());
+    }
+}
