@@ -1,6 +1,7 @@
 """The `colosched` command.
 
     colosched sim cluster --trace DIR [--parts 0-9] --policy all --out out/
+    colosched sim host --scenario spec001-sketch|FILE --scheduler all [--seeds K] --out out/host/
     colosched sweep cluster --trace DIR --machines 700,800,900 --overcommit-ratio 0.5,0.8,1.1,1.4
     colosched trace info|synth ...   colosched cache clear   colosched demo
 
@@ -361,6 +362,75 @@ def show_table(result: cluster.Result, wall: float) -> None:
     Console(width=max(Console().width, 100)).print(table)
 
 
+def cmd_sim_host(args: argparse.Namespace) -> int:
+    from colosched import host
+
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    names = host.expand_schedulers(args.scheduler or ["all"])
+    bar, tick = progress_bar(f"host: {len(names)} schedulers × {len(seeds)} seeds")
+    started = time.perf_counter()
+    with bar or contextlib.nullcontext():
+        runs, vms = host.run(args.scenario, names, seeds, progress=tick)
+    wall = time.perf_counter() - started
+    vms = host.normalised(vms, baseline=names[0])
+    meta = {
+        "command": "sim host",
+        "version": __version__,
+        "scenario": args.scenario,
+        "schedulers": names,
+        "seeds": seeds,
+        "wall_s": wall,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    written = [
+        outputs.atomic_write(args.out / "summary.csv", runs.write_csv),
+        outputs.atomic_write(args.out / "vms.parquet", vms.write_parquet),
+        outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
+    ]
+    if args.json:
+        for row in vms.iter_rows(named=True):
+            print(json.dumps(row), flush=True)
+    else:
+        show_host_table(vms, names[0], wall)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
+    return 0
+
+
+def show_host_table(vms, baseline: str, wall: float) -> None:
+    """Mean completion time per VM and scheduler, over the seeds, and its ratio to `baseline`."""
+    import polars as pl
+
+    rows = (
+        vms.group_by("scheduler", "vm", maintain_order=True)
+        .agg(
+            pl.col("vcpus").first(),
+            pl.col("workload").first(),
+            pl.col("completions").sum(),
+            pl.col("mean_completion_ms").mean(),
+            pl.col(f"vs_{baseline}").mean(),
+        )
+        .iter_rows(named=True)
+    )
+    table = Table(title=f"colosched sim host — {vms['seed'].n_unique()} seed(s), {wall:.2f} s")
+    for head in ("scheduler", "vm", "vCPUs", "workload", "completed", "mean completion ms", f"vs {baseline}"):
+        table.add_column(head, justify="left" if head in ("scheduler", "vm", "workload") else "right")
+
+    def fmt(x, spec: str) -> str:
+        return "—" if x is None else format(x, spec)
+
+    for r in rows:
+        table.add_row(
+            r["scheduler"],
+            r["vm"],
+            str(r["vcpus"]),
+            r["workload"],
+            str(r["completions"]),
+            fmt(r["mean_completion_ms"], ",.1f"),
+            fmt(r[f"vs_{baseline}"], ".3f"),
+        )
+    Console(width=max(Console().width, 100)).print(table)
+
+
 def cmd_trace_info(args: argparse.Namespace) -> int:
     _, trace = load_trace(args)
     print(json.dumps(dict(trace.stats()), indent=2))
@@ -397,6 +467,26 @@ def parser() -> argparse.ArgumentParser:
     p = sim.add_parser("cluster", help="replay a Google 2011 trace under rebalancing policies")
     add_sim_args(p)
     p.set_defaults(func=cmd_sim_cluster)
+
+    from colosched import host
+
+    p = sim.add_parser("host", help="vCPU schedulers of one hypervisor host (docs/host-sim.md)")
+    p.add_argument(
+        "--scenario",
+        required=True,
+        help=f"a scenario TOML file, or a bundled one: {', '.join(host.PRESETS)}",
+    )
+    p.add_argument(
+        "--scheduler",
+        action="append",
+        help="scheduler name, comma list, or 'all' (default); repeatable. "
+        f"Known: {', '.join(host.SCHEDULERS)}. The first is the baseline the table compares with",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=positive_int, default=1, help="run seeds seed..seed+K-1")
+    p.add_argument("--out", type=Path, default=Path("out/host"))
+    p.add_argument("--json", action="store_true", help="one JSON line per VM and run on stdout")
+    p.set_defaults(func=cmd_sim_host)
 
     sw = sub.add_parser("sweep", help="parameter sweeps").add_subparsers(dest="what", required=True)
     p = sw.add_parser("cluster", help="grid over machines × overcommit ratio (thesis Figs. 5-7, 5-8)")

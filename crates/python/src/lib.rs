@@ -634,6 +634,73 @@ impl MemWatch {
     }
 }
 
+/// The host simulator's schedulers and bundled scenarios, by name.
+#[pyfunction]
+fn host_schedulers() -> Vec<&'static str> {
+    colosched_host::run::SCHEDULERS.to_vec()
+}
+
+#[pyfunction]
+fn host_presets() -> Vec<&'static str> {
+    colosched_host::run::PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
+/// A scenario: a bundled preset's name, or a TOML file. Bad input raises ValueError naming the
+/// file and key.
+fn host_scenario(scenario: &str) -> PyResult<colosched_host::sim::Scenario> {
+    match colosched_host::run::preset(scenario) {
+        Some(s) => Ok(s),
+        None if std::path::Path::new(scenario).exists() => {
+            colosched_host::sim::Scenario::load(std::path::Path::new(scenario))
+                .map_err(PyValueError::new_err)
+        }
+        None => Err(PyValueError::new_err(format!(
+            "scenario {scenario:?}: neither a file nor a preset (presets: {})",
+            host_presets().join(", ")
+        ))),
+    }
+}
+
+/// Checks a scenario for the schedulers without running it: ValueError if one cannot run it.
+#[pyfunction]
+fn host_check(scenario: &str, schedulers: Vec<String>) -> PyResult<String> {
+    let s = host_scenario(scenario)?;
+    for name in &schedulers {
+        colosched_host::run::scheduler(name, &s.host, &s.vms).map_err(PyValueError::new_err)?;
+        s.check_for(name)
+            .map_err(|e| PyValueError::new_err(format!("{scenario}: {e}")))?;
+    }
+    Ok(s.name)
+}
+
+/// One run of a scenario under a scheduler, as JSON: the run's fields and `vms`, a list of
+/// per-VM objects. The GIL is released while it runs.
+#[pyfunction]
+fn simulate_host(py: Python<'_>, scenario: &str, scheduler: &str, seed: u64) -> PyResult<String> {
+    let s = host_scenario(scenario)?;
+    let r = py
+        .detach(|| colosched_host::run::run(&s, scheduler, seed))
+        .map_err(|e| PyValueError::new_err(format!("{scenario}: {e}")))?;
+    let vms: Vec<serde_json::Value> = (r.vms.iter())
+        .map(|v| {
+            let mut row = serde_json::json!({
+                "vm": v.vm, "vcpus": v.vcpus, "workload": v.workload,
+                "completions": v.completions, "run_ms": v.run_ms, "spin_ms": v.spin_ms,
+                "work_ms": v.work_ms, "migrations": v.migrations,
+            });
+            // NaN (nothing completed) has no JSON form: None.
+            let mean = v.mean_completion_ms;
+            row["mean_completion_ms"] = if mean.is_finite() { mean.into() } else { serde_json::Value::Null };
+            row
+        })
+        .collect();
+    let out = serde_json::json!({
+        "scenario": r.scenario, "scheduler": r.scheduler, "seed": r.seed,
+        "end_ms": r.end_ms, "events": r.events, "vms": vms,
+    });
+    Ok(out.to_string())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Trace>()?;
@@ -646,6 +713,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(agent_main, m)?)?;
     m.add_function(wrap_pyfunction!(memwatch_main, m)?)?;
+    m.add_function(wrap_pyfunction!(host_schedulers, m)?)?;
+    m.add_function(wrap_pyfunction!(host_presets, m)?)?;
+    m.add_function(wrap_pyfunction!(host_check, m)?)?;
+    m.add_function(wrap_pyfunction!(simulate_host, m)?)?;
     m.add_class::<MemWatch>()?;
     m.add("TraceInputError", m.py().get_type::<TraceInputError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

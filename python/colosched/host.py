@@ -1,0 +1,78 @@
+"""The hypervisor host simulator (crates/host, docs/host-sim.md): one host's cores running the
+vCPUs of VMs under a vCPU scheduler. Rust runs the simulation; this module names things and
+gathers the runs into tables.
+
+    from colosched import host
+    runs, vms = host.run("spec001-sketch", ["credit", "ia"], seeds=[1])
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+
+import polars as pl
+
+from colosched import _native
+
+SCHEDULERS: list[str] = list(_native.host_schedulers())
+PRESETS: list[str] = list(_native.host_presets())
+
+
+def expand_schedulers(names: Sequence[str]) -> list[str]:
+    """`all` means every scheduler; an unknown name raises ValueError listing the known ones."""
+    out: list[str] = []
+    for name in names:
+        for part in str(name).split(","):
+            part = part.strip()
+            picked = SCHEDULERS if part == "all" else [part]
+            for p in picked:
+                if p not in SCHEDULERS:
+                    raise ValueError(f"unknown scheduler {p!r} (known: {', '.join(SCHEDULERS)}, all)")
+                if p not in out:
+                    out.append(p)
+    return out
+
+
+def run(
+    scenario: str,
+    schedulers: Sequence[str] = ("all",),
+    seeds: Sequence[int] = (1,),
+    progress: Callable[[int, int], None] | None = None,
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Runs `scenario` (a preset name or a TOML file) under each scheduler and seed.
+
+    Returns (runs, vms): one row per run (scenario, scheduler, seed, end_ms, events), and one
+    row per VM and run. The whole scenario is checked for every scheduler before the first run,
+    so bad input fails fast (ValueError naming the file and key)."""
+    names = expand_schedulers(schedulers)
+    _native.host_check(str(scenario), names)
+    runs, vms = [], []
+    total = len(names) * len(seeds)
+    for name in names:
+        for seed in seeds:
+            r = json.loads(_native.simulate_host(str(scenario), name, int(seed)))
+            for v in r.pop("vms"):
+                vms.append({"scenario": r["scenario"], "scheduler": name, "seed": seed, **v})
+            runs.append(r)
+            if progress:
+                progress(len(runs), total)
+    return _keys_first(pl.DataFrame(runs), ["scenario", "scheduler", "seed"]), _keys_first(
+        pl.DataFrame(vms, infer_schema_length=None),
+        ["scenario", "scheduler", "seed", "vm", "vcpus", "workload"],
+    )
+
+
+def _keys_first(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
+    return df.select(keys + [c for c in df.columns if c not in keys])
+
+
+def normalised(vms: pl.DataFrame, baseline: str = "credit") -> pl.DataFrame:
+    """Each VM's mean completion time over `baseline`'s for the same VM and seed (1 = the same;
+    below 1 = faster). Rows whose baseline completed nothing get null."""
+    base = vms.filter(pl.col("scheduler") == baseline).select(
+        "scenario", "seed", "vm", pl.col("mean_completion_ms").alias("baseline_ms")
+    )
+    return vms.join(base, on=["scenario", "seed", "vm"], how="left").with_columns(
+        (pl.col("mean_completion_ms") / pl.col("baseline_ms")).alias(f"vs_{baseline}")
+    )

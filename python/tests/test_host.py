@@ -1,0 +1,67 @@
+"""The host simulator from Python and from `colosched sim host` (crates/host, docs/host-sim.md)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+
+from colosched import cli, host
+
+
+def test_the_preset_runs_under_every_scheduler_and_reports_each_vm():
+    runs, vms = host.run("spec001-sketch", ["all"], seeds=[3, 4])
+    assert set(host.SCHEDULERS) >= {"credit", "eevdf", "ia"}
+    assert runs.height == len(host.SCHEDULERS) * 2 and set(runs["seed"]) == {3, 4}
+    assert (runs["end_ms"] <= 20_000 + 1e-6).all() and (runs["events"] > 0).all()
+    assert vms.height == 4 * runs.height
+    assert vms.filter(pl.col("vm") == "p8")["workload"].unique().to_list() == ["parallel"]
+    assert (vms["completions"] > 0).all(), "every VM completes programs in 20 s"
+    rel = host.normalised(vms)
+    credit = rel.filter(pl.col("scheduler") == "credit")["vs_credit"]
+    assert credit.to_list() == pytest.approx([1.0] * credit.len())
+    # IA gives the serial 6-vCPU VM the slow cores to itself: faster than Credit's sharing.
+    ia_s6 = rel.filter((pl.col("scheduler") == "ia") & (pl.col("vm") == "s6"))["vs_credit"]
+    assert (ia_s6 < 0.9).all(), ia_s6
+
+
+def test_sim_host_writes_its_tables_and_json_lines(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["sim", "host", "--scenario", "spec001-sketch", "--scheduler", "credit,ia", "--seeds", "2"]
+    assert cli.main([*argv, "--out", str(out), "--json"]) == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 2 * 2 * 4 and {x["scheduler"] for x in lines} == {"credit", "ia"}
+    assert all("vs_credit" in x and "mean_completion_ms" in x for x in lines)
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary.columns == ["scenario", "scheduler", "seed", "end_ms", "events"]
+    assert pl.read_parquet(out / "vms.parquet").height == len(lines)
+    assert json.loads((out / "meta.json").read_text())["schedulers"] == ["credit", "ia"]
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("name = 'x'\nhorizon_ms = 100\nhorizonn = 2\n", "horizonn"),
+        ("horizon_ms = -1\n[[cores]]\ncount = 2\n", "horizon_ms"),
+        (
+            "horizon_ms = 100\n[[cores]]\ncount = 2\n[[vms]]\nname = 'v'\nvcpus = 1\nworkload = 'gpu'\n",
+            "vms[0].workload",
+        ),
+    ],
+)
+def test_a_bad_scenario_exits_2_naming_file_and_key_and_writes_nothing(tmp_path, capsys, text, message):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    out = tmp_path / "out"
+    assert cli.main(["sim", "host", "--scenario", str(bad), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert str(bad) in err and message in err, err
+    assert not out.exists(), "nothing written for a scenario that was refused"
+
+
+def test_unknown_scheduler_and_scenario_are_refused(capsys):
+    assert cli.main(["sim", "host", "--scenario", "spec001-sketch", "--scheduler", "cfs"]) == 2
+    assert "unknown scheduler 'cfs'" in capsys.readouterr().err
+    assert cli.main(["sim", "host", "--scenario", "no-such-preset"]) == 2
+    assert "neither a file nor a preset" in capsys.readouterr().err
