@@ -382,11 +382,16 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
         "wall_s": wall,
     }
     args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
     written = [
         outputs.atomic_write(args.out / "summary.csv", runs.write_csv),
         outputs.atomic_write(args.out / "vms.parquet", vms.write_parquet),
         outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
     ]
+    if not args.no_report:
+        from colosched.host_report import write_host_report
+
+        written.append(write_host_report(args.out, vms, meta, baseline=names[0]))
     if args.json:
         for row in vms.iter_rows(named=True):
             print(json.dumps(row), flush=True)
@@ -486,6 +491,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=positive_int, default=1, help="run seeds seed..seed+K-1")
     p.add_argument("--out", type=Path, default=Path("out/host"))
     p.add_argument("--json", action="store_true", help="one JSON line per VM and run on stdout")
+    p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
     p.set_defaults(func=cmd_sim_host)
 
     sw = sub.add_parser("sweep", help="parameter sweeps").add_subparsers(dest="what", required=True)

@@ -37,6 +37,11 @@ def test_sim_host_writes_its_tables_and_json_lines(tmp_path, capsys):
     assert summary.columns == ["scenario", "scheduler", "seed", "end_ms", "events"]
     assert pl.read_parquet(out / "vms.parquet").height == len(lines)
     assert json.loads((out / "meta.json").read_text())["schedulers"] == ["credit", "ia"]
+    page = (out / "report.html").read_text()
+    assert "colosched host report" in page and page.count("data:image/png;base64,") == 2
+    assert (out / "fighost-1.png").stat().st_size > 1000
+    assert cli.main([*argv, "--out", str(out), "--no-report"]) == 0
+    assert not (out / "report.html").exists(), "an old report is not left beside new results"
 
 
 @pytest.mark.parametrize(

@@ -76,3 +76,26 @@ def test_report_dom_in_headless_chromium(report_page, tmp_path):
         assert re.search(rf'<figure id="fig{key}">\s*<img src="data:image/png;base64,', dom), f"figure {key}"
     assert len(re.findall(r"<img ", dom)) == 6
     assert dom.count('<td class="num">') > 20  # the summary table was parsed as a table
+
+
+def test_host_report_renders_in_headless_chromium(tmp_path):
+    # The `colosched sim host` report: its table and both figures, drawn, with no page errors.
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
+    from colosched import host
+    from colosched.host_report import write_host_report
+
+    _, vms = host.run("spec001-sketch", ["credit", "ia"], seeds=[1])
+    page = write_host_report(tmp_path / "out", host.normalised(vms), {"scenario": "spec001-sketch"}, "credit")
+    shot = tmp_path / "shot.png"
+    r = chromium(f"--screenshot={shot}", "--window-size=1280,1800", page.as_uri(), profile=tmp_path / "p")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [line for line in r.stderr.splitlines() if PAGE_TROUBLE.search(line)] == []
+    pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
+    # IA's red bars fill a real area of the shot: the figures are drawn, not broken images.
+    red = (abs(pixels - np.array([0xD6, 0x27, 0x28])) < 8).all(axis=-1)
+    assert red.sum() > 5000, red.sum()
+    dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "p2").stdout
+    assert dom.count("<img ") == 2 and 'id="fighost-1"' in dom and 'id="fighost-2"' in dom
+    summary = re.search(r'<table class="summary">.*?</table>', dom, re.S).group(0)
+    assert summary.count("<tr>") == 1 + 2 * 4, "a header and one row per scheduler and VM"
