@@ -642,7 +642,10 @@ fn host_schedulers() -> Vec<&'static str> {
 
 #[pyfunction]
 fn host_presets() -> Vec<&'static str> {
-    colosched_host::run::PRESETS.iter().map(|(n, _)| *n).collect()
+    colosched_host::run::PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect()
 }
 
 /// A scenario: a bundled preset's name, or a TOML file. Bad input raises ValueError naming the
@@ -690,7 +693,11 @@ fn simulate_host(py: Python<'_>, scenario: &str, scheduler: &str, seed: u64) -> 
             });
             // NaN (nothing completed) has no JSON form: None.
             let mean = v.mean_completion_ms;
-            row["mean_completion_ms"] = if mean.is_finite() { mean.into() } else { serde_json::Value::Null };
+            row["mean_completion_ms"] = if mean.is_finite() {
+                mean.into()
+            } else {
+                serde_json::Value::Null
+            };
             row
         })
         .collect();
