@@ -18,6 +18,12 @@
 //! domain); vCPUs waiting for a core join their new pool at once, running ones when their core
 //! next decides (every core is kicked at a rebuild).
 //!
+//! **Hold** (open questions 1 and 7; not in the paper): a VM that the NSVM pool serves well
+//! has calm rings, so the paper's rule as written classifies it NNVM in its next window, sends
+//! it back to the 30 ms pool, where its rings overflow again: it flaps every 100 ms and spends
+//! half its time in the wrong pool. `hold_windows` (default 10 = 1 s) keeps a VM NSVM for that
+//! many windows after it was last classified NSVM; 0 gives the rule as written.
+//!
 //! The load L_i of eqs 11–18 is the mean number of the VM's runnable vCPUs (running or
 //! waiting) at the readings of the window: its demand. The CPU time it got would never exceed
 //! its share under Credit, so no VM would ever be hungry (open question 2). W_i = vCPU count
@@ -45,6 +51,9 @@ pub struct DiffParams {
     pub eevdf_ns_slice_ms: f64,
     /// Identification period T_s (ms); samples come every `SAMPLE_PERIOD` (T_m = 10 ms).
     pub window_ms: u32,
+    /// A VM classified NSVM stays one for this many more windows even if its rings look calm
+    /// (not in the paper: see the module doc). 0 = the paper's rule as written.
+    pub hold_windows: u32,
 }
 
 impl DiffParams {
@@ -54,6 +63,7 @@ impl DiffParams {
             pool_scheduler: PoolScheduler::Credit,
             eevdf_ns_slice_ms: 1.0,
             window_ms: 100,
+            hold_windows: 10,
         }
     }
 
@@ -88,8 +98,10 @@ pub struct Diff {
     /// Every plan, with the time it was made.
     pub plans: Vec<(Nanos, PoolPlan)>,
     pub rebuilds: usize,
-    /// Per VM: windows in which it was classified NSVM.
+    /// Per VM: windows in which it was classified NSVM (by its rings, without the hold).
     pub nsvm_windows: Vec<usize>,
+    /// Per VM: windows left in its hold.
+    held: Vec<u32>,
 }
 
 impl Diff {
@@ -119,6 +131,7 @@ impl Diff {
             plans: Vec::new(),
             rebuilds: 0,
             nsvm_windows: vec![0; topo.vms.len()],
+            held: vec![0; topo.vms.len()],
         };
         d.build(&[], 0);
         d
@@ -298,17 +311,23 @@ impl Scheduler for Diff {
         if verdicts.iter().any(Option::is_none) {
             return;
         }
-        let needs: Vec<VmNeed> = (verdicts.iter().enumerate())
-            .map(|(vm, s)| VmNeed {
-                kind: s.unwrap().kind(),
+        let mut needs = Vec::with_capacity(vms.len());
+        for (vm, stats) in verdicts.iter().enumerate() {
+            let kind = if stats.unwrap().kind() == VmKind::Sensitive {
+                self.nsvm_windows[vm] += 1;
+                self.held[vm] = self.params.hold_windows;
+                VmKind::Sensitive
+            } else if self.held[vm] > 0 {
+                self.held[vm] -= 1;
+                VmKind::Sensitive
+            } else {
+                VmKind::NotSensitive
+            };
+            needs.push(VmNeed {
+                kind,
                 weight: self.topo.vms[vm].vcpus as f64,
                 load: self.load[vm] / self.samples as f64,
-            })
-            .collect();
-        for (vm, n) in needs.iter().enumerate() {
-            if n.kind == VmKind::Sensitive {
-                self.nsvm_windows[vm] += 1;
-            }
+            });
         }
         self.load.iter_mut().for_each(|l| *l = 0.0);
         self.samples = 0;
