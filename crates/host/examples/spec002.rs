@@ -67,6 +67,25 @@ fn main() {
                 record_intervals: false,
             };
             simulate(&sc.host, &sc.vms, &mut diff, &cfg);
+            // The rule as written (no hold).
+            let mut as_written = Diff::new(
+                &topo,
+                DiffParams {
+                    hold_windows: 0,
+                    ..DiffParams::credit()
+                },
+                0,
+            );
+            let r = simulate(&sc.host, &sc.vms, &mut as_written, &cfg);
+            let n = r.net[0].as_ref().unwrap();
+            eprintln!(
+                "{name} {proto:?}: diff without hold: {:.1} Mbit/s, ring drops {}, VM1 in the NSVM pool {}/{} windows, rebuilds {}",
+                n.delivered as f64 * 12_000.0 / (r.end as f64 / 1e9) / 1e6,
+                n.ring_drops,
+                as_written.plans.iter().filter(|(_, p)| p.ns_vms == vec![0]).count(),
+                as_written.plans.len(),
+                as_written.rebuilds
+            );
             let ns = diff
                 .plans
                 .iter()

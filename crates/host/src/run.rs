@@ -202,6 +202,47 @@ mod tests {
     }
 
     #[test]
+    fn spec002_presets_report_the_flow_and_diff_beats_credit() {
+        for name in ["spec002-queue1", "spec002-queue2"] {
+            let mut sc = preset(name).unwrap();
+            sc.horizon_ms = 4000.0;
+            assert_eq!(sc.vms.len(), 6);
+            assert_eq!(sc.host.cores.iter().filter(|c| c.reserved).count(), 2);
+            if let crate::sim::Workload::Network(n) = &mut sc.vms[0].workload {
+                n.protocol = crate::sim::net::Protocol::Udp;
+                n.rate_mbit_s = 200.0;
+            }
+            let credit = run(&sc, "credit", 3).unwrap();
+            let diff = run(&sc, "diff", 3).unwrap();
+            for r in [&credit, &diff] {
+                let vm1 = &r.vms[0];
+                assert_eq!(vm1.workload, "network");
+                assert!(vm1.throughput_mbit_s > 10.0 && vm1.throughput_mbit_s <= 160.0);
+                assert!(vm1.pings_sent >= 39 && vm1.pings_answered <= vm1.pings_sent);
+                let other = &r.vms[1];
+                assert!(other.throughput_mbit_s.is_nan() && other.ping_mean_ms.is_nan());
+                assert_eq!((other.ring_drops, other.pings_sent), (0, 0));
+            }
+            assert!(credit.vms[0].ring_drops > 0);
+            assert!(
+                diff.vms[0].throughput_mbit_s > credit.vms[0].throughput_mbit_s,
+                "{name}: {} vs {}",
+                diff.vms[0].throughput_mbit_s,
+                credit.vms[0].throughput_mbit_s
+            );
+            assert!(diff.vms[0].ring_drops < credit.vms[0].ring_drops);
+        }
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!((percentile(&v, 0.5), percentile(&v, 0.99)), (50.0, 99.0));
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+        assert!(percentile(&[], 0.5).is_nan());
+    }
+
+    #[test]
     fn unknown_scheduler_and_too_wide_vm_are_refused() {
         let sc = preset("spec001-sketch").unwrap();
         assert!(run(&sc, "cfs", 1)
