@@ -614,3 +614,73 @@ fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
         );
     }
 }
+
+#[test]
+fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
+    // 2 usable cores (and dom0's), a 1 Gbit/s UDP VM (83 packets/ms) beside three 2-vCPU hogs:
+    // its ring overflows in a few ms of waiting, under either pool scheduler's sharing, so it
+    // becomes an NSVM and gets 1 core for itself; the hogs get the other.
+    let mut host = Host::symmetric(3);
+    host.cores[2].reserved = true;
+    let net = Network {
+        protocol: Protocol::Udp,
+        rate_mbit_s: 1000.0,
+        delay_ms: 1.0,
+        cap_mbit_s: 2000.0,
+        cpu_us_per_packet: 1.0,
+        cpu_work_ms: Some(1000.0),
+        ping: false,
+        ring_slots: 256,
+        any_vcpu: false,
+    };
+    let mut vms = vec![Vm::new("net", 1, Workload::Network(net))];
+    for i in 0..3 {
+        vms.push(Vm::new(&format!("hog{i}"), 2, serial(1000.0)));
+    }
+    vms.iter_mut().for_each(|v| v.repeat = true);
+    let topo = Topology::new(&host, &vms);
+    let cfg = RunConfig {
+        horizon: 2000 * MS,
+        record_intervals: true,
+    };
+    for params in [DiffParams::credit(), DiffParams::eevdf()] {
+        let mut diff = Diff::new(&topo, params, 5);
+        let r = simulate(&host, &vms, &mut diff, &cfg);
+        check_invariants(&host, &r);
+        let name = diff.name();
+        let (since, plan) = diff
+            .plans
+            .iter()
+            .find(|(_, p)| p.ns_vms == vec![0])
+            .unwrap_or_else(|| panic!("{name}: VM0 never an NSVM"));
+        assert_eq!((plan.ns_cpus, plan.nn_cpus), (1, 1), "{name}");
+        let since = *since;
+        // The first pool: core 0 for VM0 (vCPU 0), core 1 for the hogs, until the hold ends.
+        let first_hold_end = since + 1000 * MS;
+        // Intervals clipped to (since + 1 ms, first_hold_end): a core decides within 1 ms of a
+        // rebuild, at the kick.
+        let from = since + MS;
+        let inside: Vec<RunInterval> = (r.intervals.iter())
+            .filter(|i| i.end > from && i.start < first_hold_end)
+            .map(|i| RunInterval {
+                start: i.start.max(from),
+                end: i.end.min(first_hold_end),
+                ..*i
+            })
+            .collect();
+        for i in &inside {
+            assert_eq!(
+                i.core == 0,
+                i.vcpu == 0,
+                "{name}: {i:?} (pool from {since})"
+            );
+        }
+        let ran = |core| -> Nanos {
+            (inside.iter())
+                .filter(|i| i.core == core)
+                .map(|i| i.end - i.start)
+                .sum()
+        };
+        assert!(ran(0) > 900 * MS && ran(1) > 900 * MS, "{name}");
+    }
+}
