@@ -421,6 +421,42 @@ proptest! {
             prop_assert!(busy <= r.end);
         }
     }
+
+    /// Diff rebuilding its pools as often as it can (20 ms windows, no hold) beside a flow that
+    /// overflows its ring, with random other VMs (blocked, spinning, finished vCPUs at the
+    /// rebuilds): the invariants hold and the pools really change.
+    #[test]
+    fn diff_rebuilding_pools_keeps_the_invariants(
+        host in arb_host(),
+        vms in prop::collection::vec(arb_vm(), 1..4),
+        eevdf in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let usable = host.cores.iter().filter(|c| !c.reserved).count();
+        prop_assume!(usable >= 2);
+        let flood = Network {
+            protocol: Protocol::Udp,
+            rate_mbit_s: 2000.0,
+            delay_ms: 0.0,
+            cap_mbit_s: 4000.0,
+            cpu_us_per_packet: 20.0,
+            cpu_work_ms: Some(5.0),
+            ping: true,
+            ring_slots: 256,
+            any_vcpu: false,
+        };
+        let mut all = vec![Vm { repeat: true, ..Vm::new("flood", 2, Workload::Network(flood)) }];
+        all.extend(vms);
+        let topo = Topology::new(&host, &all);
+        let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
+        let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
+        let mut diff = Diff::new(&topo, params, seed);
+        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true };
+        let r = simulate(&host, &all, &mut diff, &cfg);
+        check_invariants(&host, &r);
+        prop_assert!(diff.plans.iter().any(|(_, p)| p.ns_vms.contains(&0)));
+        prop_assert!(diff.rebuilds >= 2);
+    }
 }
 
 /// A saturated network VM (one vCPU, UDP at 10 packets per ms, 1 µs per packet) sharing one
