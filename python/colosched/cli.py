@@ -413,11 +413,16 @@ def show_host_table(vms, baseline: str, wall: float) -> None:
             pl.col("completions").sum(),
             pl.col("mean_completion_ms").mean(),
             pl.col(f"vs_{baseline}").mean(),
+            *[pl.col(c).mean() for c in ("throughput_mbit_s", "ping_p50_ms") if c in vms.columns],
         )
         .iter_rows(named=True)
     )
+    rows = list(rows)
+    network = any(r.get("throughput_mbit_s") is not None for r in rows)
     table = Table(title=f"colosched sim host — {vms['seed'].n_unique()} seed(s), {wall:.2f} s")
-    for head in ("scheduler", "vm", "vCPUs", "workload", "completed", "mean completion ms", f"vs {baseline}"):
+    heads = ["scheduler", "vm", "vCPUs", "workload", "completed", "mean completion ms", f"vs {baseline}"]
+    heads += ["Mbit/s", "ping p50 ms"] if network else []
+    for head in heads:
         table.add_column(head, justify="left" if head in ("scheduler", "vm", "workload") else "right")
 
     def fmt(x, spec: str) -> str:
@@ -432,6 +437,7 @@ def show_host_table(vms, baseline: str, wall: float) -> None:
             str(r["completions"]),
             fmt(r["mean_completion_ms"], ",.1f"),
             fmt(r[f"vs_{baseline}"], ".3f"),
+            *([fmt(r["throughput_mbit_s"], ",.1f"), fmt(r["ping_p50_ms"], ",.1f")] if network else []),
         )
     Console(width=max(Console().width, 100)).print(table)
 

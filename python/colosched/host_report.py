@@ -7,6 +7,8 @@ Figures (more come with the network workload, spec 002):
   fighost-1.png  each VM's mean completion time over the baseline scheduler's (spec 001's
               normalised completion time; below 1 is faster)
   fighost-2.png  each VM's time on a core, computing and spinning at barriers, per scheduler
+  fighost-3.png  network VMs (spec 002): throughput, and ping round trips (median, 99th
+              percentile) — only when the scenario has a network VM
 
 Written like the cluster report: into a staging directory, then renamed into place, report.html
 last, so a failure never leaves a report that looks complete.
@@ -27,8 +29,15 @@ from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, 
 
 REQUIRED = ["scheduler", "seed", "vm", "vcpus", "workload", "completions", "mean_completion_ms"]
 REQUIRED += ["run_ms", "spin_ms"]
-COLOURS = {"credit": "#7f7f7f", "eevdf": "#1f77b4", "ia": "#d62728", "diff": "#2ca02c"}
-OTHER = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
+NETWORK = ["throughput_mbit_s", "ping_p50_ms", "ping_p99_ms"]
+COLOURS = {
+    "credit": "#7f7f7f",
+    "eevdf": "#1f77b4",
+    "ia": "#d62728",
+    "diff": "#2ca02c",
+    "diff-eevdf": "#17becf",
+}
+OTHER = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22"]
 
 
 def _colours(schedulers: list[str]) -> dict[str, str]:
@@ -46,6 +55,7 @@ def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:
         pl.col("mean_completion_ms").mean(),
         pl.col("run_ms").mean(),
         pl.col("spin_ms").mean(),
+        *[pl.col(c).mean() for c in NETWORK if c in vms.columns],
     )
     base = agg.filter(pl.col("scheduler") == baseline).select(
         "vm", pl.col("mean_completion_ms").alias("_base")
@@ -123,6 +133,43 @@ def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
     )
 
 
+def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
+    if "throughput_mbit_s" not in agg.columns:
+        return None
+    net = agg.filter(pl.col("throughput_mbit_s").is_not_null())
+    if net.height == 0:
+        return None
+    vms_order = list(dict.fromkeys(net["vm"].to_list()))
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    _grouped(left, net, "throughput_mbit_s", schedulers, vms_order, colours)
+    left.set_ylabel("Mbit/s into the guest")
+    left.set_title("Throughput of network VMs")
+    left.legend()
+    _grouped(right, net, "ping_p50_ms", schedulers, vms_order, colours)
+    right.set_ylabel("ping round trip, ms (bar: median, tick: 99th percentile)")
+    width = 0.8 / len(schedulers)
+    for i, s in enumerate(schedulers):
+        rows = {r["vm"]: r for r in net.filter(pl.col("scheduler") == s).iter_rows(named=True)}
+        xs = np.arange(len(vms_order)) + (i - (len(schedulers) - 1) / 2) * width
+        p99 = [rows.get(v, {}).get("ping_p99_ms") for v in vms_order]
+        right.scatter(xs, [np.nan if y is None else y for y in p99], marker="_", s=200, color="#222")
+    right.set_title("Ping latency of network VMs")
+    fig.tight_layout()
+    png, size = _render(fig)
+    best = net.sort("throughput_mbit_s", descending=True).row(0, named=True)
+    return _Figure(
+        "host-3",
+        "Network VMs: throughput into the guest, and ping round trips",
+        "spec 002 (Diff vs Credit): TCP 54→96 and 37→74 Mbit/s, UDP 66→118 and 45→95, "
+        "ping 71→32 and 96→37 ms (Queue-1, Queue-2).",
+        f"Highest throughput: {best['vm']} under {best['scheduler']}, "
+        f"{_fmt(best['throughput_mbit_s'], '.1f')} Mbit/s.",
+        png,
+        size,
+    )
+
+
 def _table(agg: pl.DataFrame, baseline: str) -> str:
     head = "<tr>" + "".join(
         f"<th>{_e(h)}</th>"
@@ -158,6 +205,9 @@ def write_host_report(out_dir: Path, vms: pl.DataFrame, meta: dict | None, basel
         _fig_completion(agg, schedulers, vms_order, colours, baseline),
         _fig_cpu(agg, schedulers, vms_order, colours),
     ]
+    network = _fig_network(agg, schedulers, colours)
+    if network:
+        figures.append(network)
     page = "\n".join(
         [
             "<!DOCTYPE html>",
@@ -194,6 +244,8 @@ def write_host_report(out_dir: Path, vms: pl.DataFrame, meta: dict | None, basel
         (out_dir / "report.html").unlink(missing_ok=True)
         for f in figures:
             os.replace(stage / f"fig{f.key}.png", out_dir / f"fig{f.key}.png")
+        if network is None:
+            (out_dir / "fighost-3.png").unlink(missing_ok=True)
         os.replace(stage / "report.html", out_dir / "report.html")
     finally:
         shutil.rmtree(stage, ignore_errors=True)

@@ -1,18 +1,31 @@
 //! One scenario under one scheduler, summarised per VM: what `colosched sim host` and the Python
 //! API run. Schedulers are chosen by name here, and the papers' scenarios are bundled as presets.
 
-use crate::sim::sched::{Credit, CreditParams, Eevdf, EevdfParams, Ia, IaSchedParams};
+use crate::sim::net::{NetStats, PACKET_BITS};
+use crate::sim::sched::{
+    Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams,
+};
+use crate::sim::MS;
 use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
-use crate::sim::{Workload, MS};
 
 /// Every scheduler `scheduler` builds, in the order `all` runs them.
-pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia"];
+pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia", "diff", "diff-eevdf"];
 
 /// Scenarios bundled with colosched, by name: (name, TOML text).
-pub const PRESETS: &[(&str, &str)] = &[(
-    "spec001-sketch",
-    include_str!("../scenarios/spec001-sketch.toml"),
-)];
+pub const PRESETS: &[(&str, &str)] = &[
+    (
+        "spec001-sketch",
+        include_str!("../scenarios/spec001-sketch.toml"),
+    ),
+    (
+        "spec002-queue1",
+        include_str!("../scenarios/spec002-queue1.toml"),
+    ),
+    (
+        "spec002-queue2",
+        include_str!("../scenarios/spec002-queue2.toml"),
+    ),
+];
 
 /// A bundled scenario by name.
 pub fn preset(name: &str) -> Option<Scenario> {
@@ -20,13 +33,26 @@ pub fn preset(name: &str) -> Option<Scenario> {
     Some(Scenario::parse(text).expect("bundled scenarios parse"))
 }
 
-/// The scheduler called `name`, built for these VMs on this host, with its default parameters.
+/// The scheduler called `name`, built for these VMs on this host, with its default parameters
+/// (seed 0 for those that draw random numbers).
 pub fn scheduler(name: &str, host: &Host, vms: &[Vm]) -> Result<Box<dyn Scheduler>, String> {
+    scheduler_seeded(name, host, vms, 0)
+}
+
+/// `scheduler`, with the seed of the random numbers some schedulers draw (`diff`'s leftover CPU).
+pub fn scheduler_seeded(
+    name: &str,
+    host: &Host,
+    vms: &[Vm],
+    seed: u64,
+) -> Result<Box<dyn Scheduler>, String> {
     let topo = Topology::new(host, vms);
     Ok(match name {
         "credit" => Box::new(Credit::new(&topo, CreditParams::default())),
         "eevdf" => Box::new(Eevdf::new(&topo, EevdfParams::linux(host.cores.len()))),
         "ia" => Box::new(Ia::new(&topo, IaSchedParams::default()).map_err(|e| format!("ia: {e}"))?),
+        "diff" => Box::new(Diff::new(&topo, DiffParams::credit(), seed)),
+        "diff-eevdf" => Box::new(Diff::new(&topo, DiffParams::eevdf(), seed)),
         _ => {
             return Err(format!(
                 "unknown scheduler {name:?} (known: {})",
@@ -52,6 +78,18 @@ pub struct VmResult {
     /// Work done, in milliseconds of a speed-1 core.
     pub work_ms: f64,
     pub migrations: u64,
+    /// Network VMs (NaN or 0 otherwise): data the guest took from its RX ring, in Mbit/s over
+    /// the run (1500-byte frames).
+    pub throughput_mbit_s: f64,
+    /// Packets that found the RX ring full, and that the link's shaper queue refused.
+    pub ring_drops: u64,
+    pub link_drops: u64,
+    /// ICMP echo round trips: answered / sent, mean, median and 99th percentile (nearest rank).
+    pub pings_answered: u64,
+    pub pings_sent: u64,
+    pub ping_mean_ms: f64,
+    pub ping_p50_ms: f64,
+    pub ping_p99_ms: f64,
 }
 
 /// One run: a scenario under a scheduler.
@@ -66,11 +104,11 @@ pub struct RunResult {
     pub vms: Vec<VmResult>,
 }
 
-/// Runs `scenario` under the scheduler called `name`. The models have no randomness yet: `seed`
-/// is recorded, and every seed gives the same run.
+/// Runs `scenario` under the scheduler called `name`. `seed` drives the random draws of the
+/// schedulers that make some (`diff`'s leftover CPU); the workloads have no randomness yet.
 pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, String> {
     scenario.check_for(name)?;
-    let mut s = scheduler(name, &scenario.host, &scenario.vms)?;
+    let mut s = scheduler_seeded(name, &scenario.host, &scenario.vms, seed)?;
     let cfg = RunConfig {
         horizon: (scenario.horizon_ms * MS as f64) as u64,
         record_intervals: false,
@@ -96,13 +134,27 @@ fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {
                 .map(|c| ms(c.finished - c.started))
                 .collect();
             let stats: Vec<_> = topo.vcpus_of(i).into_iter().map(|v| r.vcpus[v]).collect();
+            let none = NetStats::default();
+            let net = r.net[i].as_ref();
+            let n = net.unwrap_or(&none);
+            let mut pings = n.ping_ms.clone();
+            pings.sort_by(f64::total_cmp);
+            let seconds = r.end as f64 / 1e9;
             VmResult {
                 vm: vm.name.clone(),
                 vcpus: vm.vcpus,
-                workload: match vm.workload {
-                    Workload::Serial { .. } => "serial",
-                    Workload::Parallel { .. } => "parallel",
+                workload: vm.workload.kind(),
+                throughput_mbit_s: match net {
+                    Some(n) if seconds > 0.0 => n.delivered as f64 * PACKET_BITS / seconds / 1e6,
+                    _ => f64::NAN,
                 },
+                ring_drops: n.ring_drops,
+                link_drops: n.link_drops,
+                pings_answered: pings.len() as u64,
+                pings_sent: n.pings_sent,
+                ping_mean_ms: pings.iter().sum::<f64>() / pings.len() as f64,
+                ping_p50_ms: percentile(&pings, 0.5),
+                ping_p99_ms: percentile(&pings, 0.99),
                 completions: times.len(),
                 mean_completion_ms: times.iter().sum::<f64>() / times.len() as f64,
                 run_ms: stats.iter().map(|s| ms(s.compute_ns + s.spin_ns)).sum(),
@@ -112,6 +164,15 @@ fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {
             }
         })
         .collect()
+}
+
+/// Nearest-rank percentile of sorted values (NaN when empty).
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = (p * sorted.len() as f64).ceil().max(1.0) as usize;
+    sorted[rank.min(sorted.len()) - 1]
 }
 
 #[cfg(test)]
@@ -138,6 +199,47 @@ mod tests {
             let run: f64 = r.vms.iter().map(|v| v.run_ms).sum();
             assert!(run <= 8.0 * 2000.0 + 1e-6, "{run}");
         }
+    }
+
+    #[test]
+    fn spec002_presets_report_the_flow_and_diff_beats_credit() {
+        for name in ["spec002-queue1", "spec002-queue2"] {
+            let mut sc = preset(name).unwrap();
+            sc.horizon_ms = 4000.0;
+            assert_eq!(sc.vms.len(), 6);
+            assert_eq!(sc.host.cores.iter().filter(|c| c.reserved).count(), 2);
+            if let crate::sim::Workload::Network(n) = &mut sc.vms[0].workload {
+                n.protocol = crate::sim::net::Protocol::Udp;
+                n.rate_mbit_s = 200.0;
+            }
+            let credit = run(&sc, "credit", 3).unwrap();
+            let diff = run(&sc, "diff", 3).unwrap();
+            for r in [&credit, &diff] {
+                let vm1 = &r.vms[0];
+                assert_eq!(vm1.workload, "network");
+                assert!(vm1.throughput_mbit_s > 10.0 && vm1.throughput_mbit_s <= 160.0);
+                assert!(vm1.pings_sent >= 39 && vm1.pings_answered <= vm1.pings_sent);
+                let other = &r.vms[1];
+                assert!(other.throughput_mbit_s.is_nan() && other.ping_mean_ms.is_nan());
+                assert_eq!((other.ring_drops, other.pings_sent), (0, 0));
+            }
+            assert!(credit.vms[0].ring_drops > 0);
+            assert!(
+                diff.vms[0].throughput_mbit_s > credit.vms[0].throughput_mbit_s,
+                "{name}: {} vs {}",
+                diff.vms[0].throughput_mbit_s,
+                credit.vms[0].throughput_mbit_s
+            );
+            assert!(diff.vms[0].ring_drops < credit.vms[0].ring_drops);
+        }
+    }
+
+    #[test]
+    fn percentiles_by_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!((percentile(&v, 0.5), percentile(&v, 0.99)), (50.0, 99.0));
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+        assert!(percentile(&[], 0.5).is_nan());
     }
 
     #[test]

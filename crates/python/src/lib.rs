@@ -686,19 +686,24 @@ fn simulate_host(py: Python<'_>, scenario: &str, scheduler: &str, seed: u64) -> 
         .map_err(|e| PyValueError::new_err(format!("{scenario}: {e}")))?;
     let vms: Vec<serde_json::Value> = (r.vms.iter())
         .map(|v| {
-            let mut row = serde_json::json!({
-                "vm": v.vm, "vcpus": v.vcpus, "workload": v.workload,
-                "completions": v.completions, "run_ms": v.run_ms, "spin_ms": v.spin_ms,
-                "work_ms": v.work_ms, "migrations": v.migrations,
-            });
-            // NaN (nothing completed) has no JSON form: None.
-            let mean = v.mean_completion_ms;
-            row["mean_completion_ms"] = if mean.is_finite() {
-                mean.into()
-            } else {
-                serde_json::Value::Null
+            // NaN (nothing completed, not a network VM) has no JSON form: null, None in Python.
+            let num = |x: f64| {
+                if x.is_finite() {
+                    x.into()
+                } else {
+                    serde_json::Value::Null
+                }
             };
-            row
+            serde_json::json!({
+                "vm": v.vm, "vcpus": v.vcpus, "workload": v.workload,
+                "completions": v.completions, "mean_completion_ms": num(v.mean_completion_ms),
+                "run_ms": v.run_ms, "spin_ms": v.spin_ms, "work_ms": v.work_ms,
+                "migrations": v.migrations,
+                "throughput_mbit_s": num(v.throughput_mbit_s), "ring_drops": v.ring_drops,
+                "link_drops": v.link_drops, "pings_answered": v.pings_answered,
+                "pings_sent": v.pings_sent, "ping_mean_ms": num(v.ping_mean_ms),
+                "ping_p50_ms": num(v.ping_p50_ms), "ping_p99_ms": num(v.ping_p99_ms),
+            })
         })
         .collect();
     let out = serde_json::json!({

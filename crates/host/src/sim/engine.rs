@@ -11,7 +11,8 @@ use super::model::{
     Completion, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, VcpuId,
     VcpuStats, Vm, Workload,
 };
-use super::sched::{Dispatch, Scheduler, Stop};
+use super::net::{NetSim, NET_QUANTUM};
+use super::sched::{Dispatch, Scheduler, Stop, VmObservation, SAMPLE_PERIOD};
 
 /// Work (speed-1 ns) below which a unit counts as finished (absorbs float rounding).
 const EPS_WORK: f64 = 1e-6;
@@ -48,6 +49,13 @@ struct VmSim {
     arrived: usize,
     started: Nanos,
     done: bool,
+    net: Option<NetSim>,
+    /// Its vCPUs on a core now; since when at least one has been (and that core's speed).
+    running: usize,
+    serve_since: Nanos,
+    serve_speed: f64,
+    /// CPU work (speed-1 ns) its rings could use since the last network quantum.
+    service: f64,
 }
 
 struct CoreSim {
@@ -60,10 +68,22 @@ struct CoreSim {
     busy: Nanos,
 }
 
+impl VmSim {
+    /// Whether `v`'s running drains the rings (`running` counts only these).
+    fn serves(&self, v: VcpuId) -> bool {
+        match &self.net {
+            Some(n) if !n.spec.any_vcpu => self.vcpus.first() == Some(&v),
+            _ => true,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
     /// The scheduler's host-wide periodic work (ordered first at equal times).
     Periodic,
+    /// A network quantum (and every `SAMPLE_PERIOD` the monitor's readings).
+    Net,
     Core {
         core: CoreId,
         generation: u64,
@@ -117,6 +137,14 @@ pub fn simulate(
                 arrived: 0,
                 started: 0,
                 done: false,
+                net: match &vms[vm].workload {
+                    Workload::Network(n) => Some(NetSim::new(n.clone())),
+                    _ => None,
+                },
+                running: 0,
+                serve_since: 0,
+                serve_speed: 1.0,
+                service: 0.0,
             })
             .collect(),
         cores: host
@@ -157,6 +185,9 @@ impl Engine<'_> {
         if let Some(t) = self.sched.next_periodic() {
             self.push(t, Event::Periodic);
         }
+        if self.sched.observes() || self.vms.iter().any(|vm| vm.net.is_some()) {
+            self.push(NET_QUANTUM, Event::Net);
+        }
         let mut now = 0;
         let mut events = 0u64;
         while let Some(Reverse((t, _, event))) = self.heap.pop() {
@@ -171,6 +202,10 @@ impl Engine<'_> {
                     if let Some(next) = self.sched.next_periodic() {
                         self.push(next.max(t + 1), Event::Periodic);
                     }
+                }
+                Event::Net => {
+                    self.net_tick(t);
+                    self.push(t + NET_QUANTUM, Event::Net);
                 }
                 Event::Core { core, generation } => {
                     if generation == self.cores[core].generation {
@@ -209,6 +244,11 @@ impl Engine<'_> {
             work_left,
             intervals: self.intervals,
             events,
+            net: self
+                .vms
+                .iter()
+                .map(|vm| vm.net.as_ref().map(|n| n.stats.clone()))
+                .collect(),
         }
     }
 
@@ -226,6 +266,98 @@ impl Engine<'_> {
         match self.topo.vms[vm].workload {
             Workload::Serial { work_ms, .. } => work_ms * 1e6,
             Workload::Parallel { phase_ms, .. } => phase_ms * 1e6,
+            Workload::Network(ref n) => match n.cpu_work_ms {
+                Some(work_ms) => work_ms * 1e6,
+                // No CPU work: a vCPU runs only to take packets (at least one packet's cost).
+                None => (n.cpu_us_per_packet * 1e3).max(1.0),
+            },
+        }
+    }
+
+    /// One network quantum ending at `now`: every VM's flow moves on with the CPU time its
+    /// vCPUs had; the drained packets' cost becomes work of one of its vCPUs (one that runs, else
+    /// one that waits, else a blocked one, woken as by an interrupt). Every `SAMPLE_PERIOD`
+    /// the monitor reads every VM for the scheduler.
+    fn net_tick(&mut self, now: Nanos) {
+        for vm in 0..self.vms.len() {
+            let state = &mut self.vms[vm];
+            if state.running > 0 {
+                state.service += (now - state.serve_since) as f64 * state.serve_speed;
+                state.serve_since = now;
+            }
+            let service = std::mem::take(&mut state.service);
+            let Some(net) = state.net.as_mut() else {
+                continue;
+            };
+            let drained = net.tick(now, service);
+            let charge = drained as f64 * net.cost_per_packet();
+            let waiting = net.rx_len() > 0;
+            if charge > 0.0 || waiting {
+                self.charge(vm, now, charge, waiting);
+            }
+        }
+        if now.is_multiple_of(SAMPLE_PERIOD) && self.sched.observes() {
+            let readings: Vec<VmObservation> = (0..self.vms.len())
+                .map(|vm| VmObservation {
+                    ring: self.vms[vm]
+                        .net
+                        .as_mut()
+                        .map(|n| n.sample())
+                        .unwrap_or_default(),
+                    runnable_vcpus: (self.vms[vm].vcpus.iter())
+                        .filter(|&&v| self.vcpus[v].activity.runnable())
+                        .count(),
+                })
+                .collect();
+            self.sched.observe(now, &readings);
+        }
+    }
+
+    /// Add `charge` work to a vCPU of `vm`; with `waiting` packets and no vCPU runnable, wake
+    /// one (the ring's interrupt).
+    fn charge(&mut self, vm: usize, now: Nanos, charge: f64, waiting: bool) {
+        let state = &self.vms[vm];
+        let vcpus: Vec<VcpuId> = (state.vcpus.iter())
+            .copied()
+            .filter(|&v| state.serves(v))
+            .collect();
+        let target = (vcpus.iter().find(|&&v| self.vcpus[v].on_core.is_some()))
+            .or_else(|| {
+                vcpus
+                    .iter()
+                    .find(|&&v| matches!(self.vcpus[v].activity, Activity::Compute { .. }))
+            })
+            .copied();
+        match target {
+            Some(v) => {
+                if let Some(core) = self.vcpus[v].on_core {
+                    self.progress(core, now);
+                    self.dirty.push(core);
+                }
+                if let Activity::Compute { left } = &mut self.vcpus[v].activity {
+                    *left += charge;
+                    self.work_assigned += charge;
+                }
+            }
+            None => {
+                let Some(&v) = vcpus
+                    .iter()
+                    .find(|&&v| self.vcpus[v].activity == Activity::Blocked)
+                else {
+                    return;
+                };
+                if charge <= 0.0 && !waiting {
+                    return;
+                }
+                let work = match (charge > 0.0, &self.vms[vm].net) {
+                    (true, _) => charge,
+                    (false, Some(net)) => net.cost_per_packet().max(1.0),
+                    (false, None) => 1.0,
+                };
+                self.vcpus[v].activity = Activity::Compute { left: work };
+                self.work_assigned += work;
+                self.sched.wake(now, v);
+            }
         }
     }
 
@@ -306,6 +438,26 @@ impl Engine<'_> {
                     {
                         self.vms[vm].done = true;
                     }
+                }
+            }
+            Workload::Network(ref n) => {
+                if n.cpu_work_ms.is_some() {
+                    self.completions.push(Completion {
+                        vm,
+                        vcpu: Some(v),
+                        started: self.vcpus[v].started,
+                        finished: now,
+                    });
+                }
+                if n.cpu_work_ms.is_some() && spec.repeat {
+                    let work = self.unit_work(vm);
+                    self.vcpus[v].activity = Activity::Compute { left: work };
+                    self.vcpus[v].started = now;
+                    self.work_assigned += work;
+                } else {
+                    // Nothing to do until packets arrive.
+                    self.vcpus[v].activity = Activity::Blocked;
+                    self.vcpus[v].started = now;
                 }
             }
             Workload::Parallel { spin_us, .. } => {
@@ -414,9 +566,27 @@ impl Engine<'_> {
             if let Some(p) = prev {
                 self.close_interval(core, p, now);
                 self.vcpus[p].on_core = None;
+                let vm = &mut self.vms[self.vcpus[p].vm];
+                if !vm.serves(p) {
+                    // Not a vCPU that takes the rings' interrupts.
+                } else {
+                    vm.running -= 1;
+                    if vm.running == 0 {
+                        vm.service += (now - vm.serve_since) as f64 * vm.serve_speed;
+                    }
+                }
             }
             if let Some(v) = d.vcpu {
                 self.start_on(core, v, now);
+                let speed = self.cores[core].speed;
+                let vm = &mut self.vms[self.vcpus[v].vm];
+                if vm.serves(v) {
+                    vm.running += 1;
+                    if vm.running == 1 {
+                        vm.serve_since = now;
+                        vm.serve_speed = speed;
+                    }
+                }
             }
             self.cores[core].running = d.vcpu;
             self.cores[core].since = now;

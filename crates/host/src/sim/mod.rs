@@ -9,6 +9,7 @@
 
 pub mod engine;
 pub mod model;
+pub mod net;
 pub mod scenario;
 pub mod sched;
 #[cfg(test)]

@@ -63,6 +63,19 @@ pub enum Workload {
         phase_ms: f64,
         spin_us: f64,
     },
+    /// A flow into the VM through a link and its rings, drained only while a vCPU of the VM
+    /// runs, plus optional CPU work on every vCPU (`sim::net`).
+    Network(crate::sim::net::Network),
+}
+
+impl Workload {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Workload::Serial { .. } => "serial",
+            Workload::Parallel { .. } => "parallel",
+            Workload::Network(_) => "network",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -192,4 +205,6 @@ pub struct SimResult {
     pub work_left: f64,
     pub intervals: Vec<RunInterval>,
     pub events: u64,
+    /// Per VM: its flow's totals (`None` for VMs without a network workload).
+    pub net: Vec<Option<crate::sim::net::NetStats>>,
 }

@@ -32,11 +32,27 @@
 //! vcpus = 2
 //! workload = "serial"            # work_ms, mem_intensity (optional, default 0)
 //! work_ms = 500
+//!
+//! [[vms]]
+//! name = "iperf"
+//! vcpus = 3
+//! repeat = true                  # restart cpu_work_ms when done (else the vCPUs only serve packets)
+//! workload = "network"           # a flow into the VM (sim::net)
+//! protocol = "tcp"               # tcp, udp or icmp (pings only)
+//! rate_mbit_s = 200              # udp only: offered rate
+//! delay_ms = 30                  # one-way link delay
+//! cap_mbit_s = 160               # link bandwidth cap
+//! cpu_us_per_packet = 5          # guest CPU work per packet drained
+//! cpu_work_ms = 1000             # optional: CPU work per vCPU besides the network
+//! ping = true                    # optional, default true: ICMP echo 10/s
+//! ring_slots = 256               # optional, default 256
+//! drain_on = "vcpu0"             # optional: "vcpu0" (default) or "any" vCPU drains the rings
 //! ```
 
 use std::path::Path;
 
 use super::model::{Core, Host, Vm, Workload};
+use super::net::{Network, Protocol};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
@@ -51,6 +67,17 @@ const CORE_KEYS: &[&str] = &["count", "speed", "reserved"];
 const VM_KEYS: &[&str] = &["name", "vcpus", "weight", "repeat", "slice_ms", "workload"];
 const SERIAL_KEYS: &[&str] = &["work_ms", "mem_intensity"];
 const PARALLEL_KEYS: &[&str] = &["phases", "phase_ms", "spin_us"];
+const NETWORK_KEYS: &[&str] = &[
+    "protocol",
+    "rate_mbit_s",
+    "delay_ms",
+    "cap_mbit_s",
+    "cpu_us_per_packet",
+    "cpu_work_ms",
+    "ping",
+    "ring_slots",
+    "drain_on",
+];
 
 /// A value as it would be written, for error messages (tables and arrays by their type).
 fn shown(v: &toml::Value) -> String {
@@ -249,9 +276,12 @@ impl Scenario {
 }
 
 fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
-    let workload_kind = vm
-        .str("workload")?
-        .ok_or_else(|| format!("{}: missing (serial or parallel)", vm.key("workload")))?;
+    let workload_kind = vm.str("workload")?.ok_or_else(|| {
+        format!(
+            "{}: missing (serial, parallel or network)",
+            vm.key("workload")
+        )
+    })?;
     let (extra, workload) = match workload_kind {
         "serial" => (
             SERIAL_KEYS,
@@ -273,9 +303,10 @@ fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
                 spin_us: vm.non_negative("spin_us", Some(0.0))?,
             },
         ),
+        "network" => (NETWORK_KEYS, Workload::Network(parse_network(vm)?)),
         other => {
             return Err(format!(
-                "{}: unknown workload {other:?} (known: serial, parallel)",
+                "{}: unknown workload {other:?} (known: serial, parallel, network)",
                 vm.key("workload")
             ))
         }
@@ -296,6 +327,64 @@ fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
         workload,
         repeat: vm.bool("repeat")?,
         slice_ms,
+    })
+}
+
+fn parse_network(vm: &At) -> Result<Network, String> {
+    let protocol = match vm.str("protocol")? {
+        Some("tcp") => Protocol::Tcp,
+        Some("udp") => Protocol::Udp,
+        Some("icmp") => Protocol::Icmp,
+        Some(other) => {
+            return Err(format!(
+                "{}: unknown protocol {other:?} (known: tcp, udp, icmp)",
+                vm.key("protocol")
+            ))
+        }
+        None => {
+            return Err(format!(
+                "{}: missing (tcp, udp or icmp)",
+                vm.key("protocol")
+            ))
+        }
+    };
+    let rate_mbit_s = match protocol {
+        Protocol::Udp => vm.positive("rate_mbit_s", None)?,
+        _ if vm.table.contains_key("rate_mbit_s") => {
+            return Err(format!(
+                "{}: only for protocol = \"udp\" (TCP's rate comes from its window)",
+                vm.key("rate_mbit_s")
+            ))
+        }
+        _ => 0.0,
+    };
+    let cpu_work_ms = match vm.num("cpu_work_ms")? {
+        None => None,
+        Some(_) => Some(vm.positive("cpu_work_ms", None)?),
+    };
+    let ping = match vm.table.get("ping") {
+        None => true,
+        Some(_) => vm.bool("ping")?,
+    };
+    Ok(Network {
+        protocol,
+        rate_mbit_s,
+        delay_ms: vm.non_negative("delay_ms", None)?,
+        cap_mbit_s: vm.positive("cap_mbit_s", None)?,
+        cpu_us_per_packet: vm.positive("cpu_us_per_packet", None)?,
+        cpu_work_ms,
+        ping,
+        ring_slots: vm.count("ring_slots", Some(256.0))? as u64,
+        any_vcpu: match vm.str("drain_on")? {
+            None | Some("vcpu0") => false,
+            Some("any") => true,
+            Some(other) => {
+                return Err(format!(
+                    "{}: unknown value {other:?} (known: vcpu0, any)",
+                    vm.key("drain_on")
+                ))
+            }
+        },
     })
 }
 
@@ -417,7 +506,7 @@ mod tests {
         );
         assert_eq!(
             error(&edited("workload = \"serial\"", "workload = \"io\"")),
-            "vms[1].workload: unknown workload \"io\" (known: serial, parallel)"
+            "vms[1].workload: unknown workload \"io\" (known: serial, parallel, network)"
         );
         assert_eq!(error(&edited("vcpus = 2", "")), "vms[1].vcpus: missing");
         assert_eq!(
@@ -433,6 +522,71 @@ mod tests {
                 .starts_with("cores: missing")
         );
         assert!(error("horizon_ms = [").contains("line 1"));
+    }
+
+    const NET: &str = r#"
+        horizon_ms = 1000
+        [[cores]]
+        count = 2
+        [[vms]]
+        name = "iperf"
+        vcpus = 2
+        repeat = true
+        workload = "network"
+        protocol = "udp"
+        rate_mbit_s = 200
+        delay_ms = 30
+        cap_mbit_s = 160
+        cpu_us_per_packet = 5
+        cpu_work_ms = 1000
+    "#;
+
+    #[test]
+    fn network_vms_and_their_errors() {
+        let s = Scenario::parse(NET).unwrap();
+        let Workload::Network(n) = &s.vms[0].workload else {
+            panic!("{:?}", s.vms[0].workload)
+        };
+        assert_eq!(
+            (n.protocol, n.rate_mbit_s, n.delay_ms, n.cap_mbit_s),
+            (Protocol::Udp, 200.0, 30.0, 160.0)
+        );
+        assert_eq!(
+            (n.cpu_us_per_packet, n.cpu_work_ms, n.ping, n.ring_slots),
+            (5.0, Some(1000.0), true, 256)
+        );
+        let net = |from: &str, to: &str| {
+            assert!(NET.contains(from), "{from}");
+            error(&NET.replacen(from, to, 1))
+        };
+        assert_eq!(
+            net("rate_mbit_s = 200", "rate_mbit_s = -3"),
+            "vms[0].rate_mbit_s: must be positive, got -3"
+        );
+        assert_eq!(net("rate_mbit_s = 200", ""), "vms[0].rate_mbit_s: missing");
+        assert_eq!(
+            net("\"udp\"", "\"tcp\""),
+            "vms[0].rate_mbit_s: only for protocol = \"udp\" (TCP's rate comes from its window)"
+        );
+        assert_eq!(
+            net("\"udp\"", "\"sctp\""),
+            "vms[0].protocol: unknown protocol \"sctp\" (known: tcp, udp, icmp)"
+        );
+        assert_eq!(net("cap_mbit_s = 160", ""), "vms[0].cap_mbit_s: missing");
+        assert_eq!(
+            net("cpu_us_per_packet = 5", "cpu_us_per_packet = 0"),
+            "vms[0].cpu_us_per_packet: must be positive, got 0"
+        );
+        assert_eq!(
+            net("delay_ms = 30", "delay_ms = -1"),
+            "vms[0].delay_ms: must be zero or more, got -1"
+        );
+        assert!(net("delay_ms = 30", "delay_ms = 30\nwork_ms = 5")
+            .starts_with("vms[0].work_ms: unknown key"));
+        assert_eq!(
+            net("cpu_work_ms = 1000", "ping = \"yes\""),
+            "vms[0].ping: expected true or false, got \"yes\""
+        );
     }
 
     #[test]

@@ -3,8 +3,13 @@
 
 use proptest::prelude::*;
 
-use super::sched::{Credit, CreditParams, Eevdf, EevdfParams, Ia, IaSchedParams};
+use super::net::{Network, Protocol};
+use super::sched::{
+    Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams, Stop,
+    VmObservation,
+};
 use super::*;
+use crate::decide::diff::{NsvmClassifier, VmKind};
 
 fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
     let topo = Topology::new(host, vms);
@@ -30,6 +35,18 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
             let mut ia = Ia::new(&topo, IaSchedParams::default()).expect("VMs fit the host");
             simulate(host, vms, &mut ia, &cfg)
         }
+        "diff" => simulate(
+            host,
+            vms,
+            &mut Diff::new(&topo, DiffParams::credit(), 1),
+            &cfg,
+        ),
+        "diff-eevdf" => simulate(
+            host,
+            vms,
+            &mut Diff::new(&topo, DiffParams::eevdf(), 1),
+            &cfg,
+        ),
         other => panic!("no scheduler {other}"),
     };
     check_invariants(host, &result);
@@ -314,6 +331,27 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                 spin_us,
             }
         }),
+        (
+            prop::sample::select(vec![Protocol::Tcp, Protocol::Udp, Protocol::Icmp]),
+            (1.0..300.0f64, 0.0..20.0f64, 1.0..300.0f64),
+            (1.0..50.0f64, prop::option::of(1.0..40.0f64)),
+            (any::<bool>(), any::<bool>(), 8u64..300),
+        )
+            .prop_map(
+                |(protocol, (rate, delay, cap), (cpu_us, cpu_work), (ping, any_vcpu, slots))| {
+                    Workload::Network(Network {
+                        protocol,
+                        rate_mbit_s: rate,
+                        delay_ms: delay,
+                        cap_mbit_s: cap,
+                        cpu_us_per_packet: cpu_us,
+                        cpu_work_ms: cpu_work,
+                        ping,
+                        ring_slots: slots,
+                        any_vcpu,
+                    })
+                }
+            ),
     ]
 }
 
@@ -355,7 +393,7 @@ fn arb_host() -> impl Strategy<Value = Host> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(48))]
+    #![proptest_config(ProptestConfig::with_cases(96))]
 
     /// Any small host and VM set, under either scheduler: the invariants hold, every core is
     /// only busy while it has a vCPU, and a run whose programs all end stops when the last does.
@@ -363,7 +401,7 @@ proptest! {
     fn invariants_hold_for_random_hosts(
         host in arb_host(),
         vms in prop::collection::vec(arb_vm(), 1..4),
-        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia"]),
+        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia", "diff", "diff-eevdf"]),
     ) {
         let usable = host.cores.iter().filter(|c| !c.reserved).count();
         prop_assume!(scheduler != "ia" || vms.iter().all(|v| v.vcpus <= usable));
@@ -382,5 +420,303 @@ proptest! {
         for &busy in &r.core_busy_ns {
             prop_assert!(busy <= r.end);
         }
+    }
+
+    /// Diff rebuilding its pools as often as it can (20 ms windows, no hold) beside a flow that
+    /// overflows its ring, with random other VMs (blocked, spinning, finished vCPUs at the
+    /// rebuilds): the invariants hold and the pools really change.
+    #[test]
+    fn diff_rebuilding_pools_keeps_the_invariants(
+        host in arb_host(),
+        vms in prop::collection::vec(arb_vm(), 1..4),
+        eevdf in any::<bool>(),
+        seed in 0u64..1000,
+    ) {
+        let usable = host.cores.iter().filter(|c| !c.reserved).count();
+        prop_assume!(usable >= 2);
+        let flood = Network {
+            protocol: Protocol::Udp,
+            rate_mbit_s: 2000.0,
+            delay_ms: 0.0,
+            cap_mbit_s: 4000.0,
+            cpu_us_per_packet: 20.0,
+            cpu_work_ms: Some(5.0),
+            ping: true,
+            ring_slots: 256,
+            any_vcpu: false,
+        };
+        let mut all = vec![Vm { repeat: true, ..Vm::new("flood", 2, Workload::Network(flood)) }];
+        all.extend(vms);
+        let topo = Topology::new(&host, &all);
+        let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
+        let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
+        let mut diff = Diff::new(&topo, params, seed);
+        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true };
+        let r = simulate(&host, &all, &mut diff, &cfg);
+        check_invariants(&host, &r);
+        prop_assert!(diff.plans.iter().any(|(_, p)| p.ns_vms.contains(&0)));
+        prop_assert!(diff.rebuilds >= 2);
+    }
+}
+
+/// A saturated network VM (one vCPU, UDP at 10 packets per ms, 1 µs per packet) sharing one
+/// core with a CPU hog under Credit with slice `slice_ms`: the ring's drops.
+fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
+    let host = Host::symmetric(1);
+    let net = Network {
+        protocol: Protocol::Udp,
+        rate_mbit_s: 120.0,
+        delay_ms: 1.0,
+        cap_mbit_s: 1000.0,
+        cpu_us_per_packet: 1.0,
+        cpu_work_ms: Some(1000.0),
+        ping: false,
+        ring_slots: 256,
+        any_vcpu: false,
+    };
+    let mut vms = vec![
+        Vm::new("net", 1, Workload::Network(net)),
+        Vm::new("hog", 1, serial(1000.0)),
+    ];
+    vms.iter_mut().for_each(|v| v.repeat = true);
+    let topo = Topology::new(&host, &vms);
+    // Tick and accounting per slice, as Xen derives them from `tslice`.
+    let params = CreditParams {
+        slice_ms,
+        tick_ms: slice_ms / 3.0,
+        period_ms: slice_ms,
+        boost: true,
+    };
+    let cfg = RunConfig {
+        horizon: 1000 * MS,
+        record_intervals: true,
+    };
+    let r = simulate(&host, &vms, &mut Credit::new(&topo, params), &cfg);
+    check_invariants(&host, &r);
+    (r.net[0].as_ref().unwrap().ring_drops, r)
+}
+
+#[test]
+fn a_ring_overflows_when_its_vcpu_waits_longer_than_ring_over_rate() {
+    // 30 ms slices: the net VM waits 30 ms while 300 packets arrive for 256 slots, so each wait
+    // loses about 44 (± a quantum's 10).
+    let (drops, r) = ring_drops_beside_a_hog(30.0);
+    let waits = r
+        .intervals
+        .iter()
+        .filter(|i| i.vcpu == 1 && i.end - i.start >= 29 * MS && i.start >= 2 * MS)
+        .count() as u64;
+    assert!(waits >= 10, "{waits}");
+    assert!(
+        drops >= waits * 34 && drops <= waits * 54 + 54,
+        "{drops} drops over {waits} waits"
+    );
+    // 10 ms slices: 100 packets per wait fit in the ring.
+    let (drops, _) = ring_drops_beside_a_hog(10.0);
+    assert_eq!(drops, 0);
+}
+
+#[test]
+fn ping_rtt_is_two_delays_plus_the_wait_for_a_vcpu() {
+    let ping = Network {
+        protocol: Protocol::Icmp,
+        delay_ms: 10.0,
+        cpu_work_ms: Some(1000.0),
+        ..Network::spec002(Protocol::Icmp)
+    };
+    let mut vm = Vm::new("ping", 1, Workload::Network(ping));
+    vm.repeat = true;
+    // Alone on its core: every reply after exactly 2 × 10 ms.
+    let host = Host::symmetric(1);
+    let r = run(&host, std::slice::from_ref(&vm), "credit", 1000);
+    let alone = &r.net[0].as_ref().unwrap().ping_ms;
+    assert!(
+        alone.len() >= 9 && alone.iter().all(|&t| t == 20.0),
+        "{alone:?}"
+    );
+    // Beside a hog under 30 ms slices: 20 ms plus a wait of 0 to 30 ms (and a quantum).
+    let mut hog = Vm::new("hog", 1, serial(1000.0));
+    hog.repeat = true;
+    let r = run(&host, &[vm, hog], "credit", 2000);
+    let shared = &r.net[0].as_ref().unwrap().ping_ms;
+    assert!(shared.len() >= 18, "{shared:?}");
+    assert!(
+        shared.iter().all(|&t| (20.0..=51.0).contains(&t)),
+        "{shared:?}"
+    );
+    assert!(shared.iter().any(|&t| t >= 30.0), "{shared:?}");
+}
+
+/// Credit, with the monitor's readings classified as Diff-Scheduler would.
+struct Watched {
+    credit: Credit,
+    classifiers: Vec<NsvmClassifier>,
+    kinds: Vec<Vec<VmKind>>,
+}
+
+impl Scheduler for Watched {
+    fn name(&self) -> &'static str {
+        "credit"
+    }
+    fn admit(&mut self, now: Nanos, v: VcpuId) {
+        self.credit.admit(now, v)
+    }
+    fn wake(&mut self, now: Nanos, v: VcpuId) {
+        self.credit.wake(now, v)
+    }
+    fn retire(&mut self, now: Nanos, v: VcpuId) {
+        self.credit.retire(now, v)
+    }
+    fn schedule(&mut self, now: Nanos, core: CoreId, prev: Option<(VcpuId, Stop)>) -> Dispatch {
+        self.credit.schedule(now, core, prev)
+    }
+    fn take_kicks(&mut self) -> Vec<CoreId> {
+        self.credit.take_kicks()
+    }
+    fn next_periodic(&self) -> Option<Nanos> {
+        self.credit.next_periodic()
+    }
+    fn periodic(&mut self, now: Nanos) {
+        self.credit.periodic(now)
+    }
+    fn observes(&self) -> bool {
+        true
+    }
+    fn observe(&mut self, _now: Nanos, vms: &[VmObservation]) {
+        for (vm, o) in vms.iter().enumerate() {
+            if let Some(stats) = self.classifiers[vm].push(o.ring) {
+                self.kinds[vm].push(stats.kind());
+            }
+        }
+    }
+}
+
+#[test]
+fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
+    // UDP: TCP's window keeps its ring mostly below QL_th in this model (docs/host-sim.md).
+    for (preset, protocol) in [
+        ("spec002-queue1", Protocol::Udp),
+        ("spec002-queue2", Protocol::Udp),
+    ] {
+        let mut sc = crate::run::preset(preset).unwrap();
+        if let Workload::Network(n) = &mut sc.vms[0].workload {
+            n.protocol = protocol;
+            n.rate_mbit_s = 200.0;
+        }
+        let topo = Topology::new(&sc.host, &sc.vms);
+        let cfg = RunConfig {
+            horizon: 6000 * MS,
+            record_intervals: true,
+        };
+        let mut watched = Watched {
+            credit: Credit::new(&topo, CreditParams::default()),
+            classifiers: vec![NsvmClassifier::paper(); sc.vms.len()],
+            kinds: vec![Vec::new(); sc.vms.len()],
+        };
+        let credit = simulate(&sc.host, &sc.vms, &mut watched, &cfg);
+        check_invariants(&sc.host, &credit);
+        let nsvm = |k: &Vec<VmKind>| k.iter().filter(|&&k| k == VmKind::Sensitive).count();
+        let windows = watched.kinds[0].len();
+        assert!(windows >= 59, "{windows}");
+        let what = format!("{preset} {protocol:?}");
+        assert!(
+            nsvm(&watched.kinds[0]) * 2 > windows,
+            "{what}: VM1 NSVM in {} of {windows} windows",
+            nsvm(&watched.kinds[0])
+        );
+        assert!(watched.kinds[1..].iter().all(|k| nsvm(k) == 0), "{what}");
+
+        let mut diff = Diff::new(&topo, DiffParams::credit(), 7);
+        let with_diff = simulate(&sc.host, &sc.vms, &mut diff, &cfg);
+        check_invariants(&sc.host, &with_diff);
+        // Spec 002 §2.8: VM1 alone in a 1-CPU pool at 5 ms slices, the others on 5 CPUs.
+        let ns_plans = diff
+            .plans
+            .iter()
+            .filter(|(_, p)| p.ns_vms == vec![0])
+            .count();
+        assert!(ns_plans > 0, "{what}");
+        assert!(diff
+            .plans
+            .iter()
+            .filter(|(_, p)| p.ns_vms == vec![0])
+            .all(|(_, p)| (p.ns_cpus, p.nn_cpus) == (1, 5)));
+        let delivered = |r: &SimResult| r.net[0].as_ref().unwrap().delivered;
+        assert!(
+            delivered(&with_diff) as f64 > 1.2 * delivered(&credit) as f64,
+            "{what}: diff {} vs credit {}",
+            delivered(&with_diff),
+            delivered(&credit)
+        );
+    }
+}
+
+#[test]
+fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
+    // 2 usable cores (and dom0's), a 1 Gbit/s UDP VM (83 packets/ms) beside three 2-vCPU hogs:
+    // its ring overflows in a few ms of waiting, under either pool scheduler's sharing, so it
+    // becomes an NSVM and gets 1 core for itself; the hogs get the other.
+    let mut host = Host::symmetric(3);
+    host.cores[2].reserved = true;
+    let net = Network {
+        protocol: Protocol::Udp,
+        rate_mbit_s: 1000.0,
+        delay_ms: 1.0,
+        cap_mbit_s: 2000.0,
+        cpu_us_per_packet: 1.0,
+        cpu_work_ms: Some(1000.0),
+        ping: false,
+        ring_slots: 256,
+        any_vcpu: false,
+    };
+    let mut vms = vec![Vm::new("net", 1, Workload::Network(net))];
+    for i in 0..3 {
+        vms.push(Vm::new(&format!("hog{i}"), 2, serial(1000.0)));
+    }
+    vms.iter_mut().for_each(|v| v.repeat = true);
+    let topo = Topology::new(&host, &vms);
+    let cfg = RunConfig {
+        horizon: 2000 * MS,
+        record_intervals: true,
+    };
+    for params in [DiffParams::credit(), DiffParams::eevdf()] {
+        let mut diff = Diff::new(&topo, params, 5);
+        let r = simulate(&host, &vms, &mut diff, &cfg);
+        check_invariants(&host, &r);
+        let name = diff.name();
+        let (since, plan) = diff
+            .plans
+            .iter()
+            .find(|(_, p)| p.ns_vms == vec![0])
+            .unwrap_or_else(|| panic!("{name}: VM0 never an NSVM"));
+        assert_eq!((plan.ns_cpus, plan.nn_cpus), (1, 1), "{name}");
+        let since = *since;
+        // The first pool: core 0 for VM0 (vCPU 0), core 1 for the hogs, until the hold ends.
+        let first_hold_end = since + 1000 * MS;
+        // Intervals clipped to (since + 1 ms, first_hold_end): a core decides within 1 ms of a
+        // rebuild, at the kick.
+        let from = since + MS;
+        let inside: Vec<RunInterval> = (r.intervals.iter())
+            .filter(|i| i.end > from && i.start < first_hold_end)
+            .map(|i| RunInterval {
+                start: i.start.max(from),
+                end: i.end.min(first_hold_end),
+                ..*i
+            })
+            .collect();
+        for i in &inside {
+            assert_eq!(
+                i.core == 0,
+                i.vcpu == 0,
+                "{name}: {i:?} (pool from {since})"
+            );
+        }
+        let ran = |core| -> Nanos {
+            (inside.iter())
+                .filter(|i| i.core == core)
+                .map(|i| i.end - i.start)
+                .sum()
+        };
+        assert!(ran(0) > 900 * MS && ran(1) > 900 * MS, "{name}");
     }
 }

@@ -7,14 +7,30 @@
 //! the same vCPU running.
 
 pub mod credit;
+pub mod diff;
 pub mod eevdf;
 pub mod ia;
 
 pub use credit::{Credit, CreditParams};
+pub use diff::{Diff, DiffParams, PoolScheduler};
 pub use eevdf::{Eevdf, EevdfParams};
 pub use ia::{Ia, IaSchedParams};
 
 use super::model::{CoreId, Nanos, VcpuId};
+use crate::decide::diff::RingSample;
+
+/// What the host monitor reads of one VM every `SAMPLE_PERIOD` (10 ms, spec 002's T_m).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct VmObservation {
+    /// Its rings (all zero for a VM without a network workload).
+    pub ring: RingSample,
+    /// Its vCPUs that are runnable (running or waiting for a core) at the reading: its CPU
+    /// demand.
+    pub runnable_vcpus: usize,
+}
+
+/// How often the engine hands `VmObservation`s to a scheduler that `observes`.
+pub const SAMPLE_PERIOD: Nanos = 10_000_000;
 
 /// Why the vCPU that was on a core is being looked at.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,4 +84,12 @@ pub trait Scheduler {
 
     /// Host-wide periodic work (Credit's accounting).
     fn periodic(&mut self, _now: Nanos) {}
+
+    /// Whether it wants the monitor's readings (`observe`) every `SAMPLE_PERIOD`.
+    fn observes(&self) -> bool {
+        false
+    }
+
+    /// The monitor's readings of every VM (in VM order).
+    fn observe(&mut self, _now: Nanos, _vms: &[VmObservation]) {}
 }
