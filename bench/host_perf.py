@@ -33,7 +33,7 @@ def best_of(n: int, fn, *args) -> tuple[float, dict]:
 
 
 def one_run(scenario: str, scheduler: str) -> dict:
-    return json.loads(_native.simulate_host(scenario, scheduler, 1))
+    return json.loads(_native.HostScenario(scenario).run(scheduler, 1))
 
 
 def scenario_file(name: str, cores: int, vcpus: int, horizon_ms: float) -> str:

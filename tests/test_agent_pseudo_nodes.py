@@ -620,6 +620,15 @@ def remove_cgroup(cgroup: Path) -> None:
     raise AssertionError(f"could not remove {cgroup}")
 
 
+def stop(procs, cgroup) -> None:
+    """Kills and reaps what a test started, then removes its cgroup."""
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+        p.wait()
+    remove_cgroup(cgroup)
+
+
 @pytest.mark.parametrize("hierarchy", ["cpuacct", "cpu"])
 @pytest.mark.parametrize("n_be", [1, 3, 8])
 def test_be_crowding_the_lc_hog_is_moved_within_two_intervals(tmp_path, agent_bin, hierarchy, n_be):
@@ -677,11 +686,7 @@ def test_be_crowding_the_lc_hog_is_moved_within_two_intervals(tmp_path, agent_bi
         assert [mask(p.pid) for p in be] == ["0"] * n_be, "restored to the masks they had"
         print(f"{hierarchy}, {n_be} BE: moved after {took:.2f} s; node 0 usage {usage:.2f} + wait {wait:.2f}")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        remove_cgroup(cgroup)
+        stop(procs, cgroup)
 
 
 def test_an_lc_process_using_30_percent_of_its_cpu_alone_is_no_pressure(tmp_path, agent_bin):
@@ -725,11 +730,7 @@ def test_an_lc_process_using_30_percent_of_its_cpu_alone_is_no_pressure(tmp_path
         assert mask(sleeper.pid) == "0-1"
         print(f"node 0 usage median {statistics.median(usage):.2f}, wait {statistics.median(wait):.3f}")
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        remove_cgroup(cgroup)
+        stop(procs, cgroup)
 
 
 @pytest.mark.parametrize(

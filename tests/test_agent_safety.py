@@ -303,6 +303,8 @@ def test_in_cgroup_v1_only_the_threads_in_the_be_cgroup_move(scene, agent_bin):
         ),
         (["run", "--config", "x.toml", "--interval", "0"], "--interval: 0 is not a number of seconds"),
         (["run", "--config", "x.toml", "--interval", "soon"], "invalid value 'soon' for '--interval"),
+        (["check-config", "--config", "missing.toml"], "missing.toml: No such file"),
+        (["plan", "--once", "--config", "x.toml", "--policy", "heat"], "--policy: "),
     ],
 )
 def test_bad_flags_exit_2_naming_the_flag(tmp_path, agent_bin, args, text):

@@ -402,23 +402,11 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
 
 
 def show_host_table(vms, baseline: str, wall: float) -> None:
-    """Mean completion time per VM and scheduler, over the seeds, and its ratio to `baseline`."""
-    import polars as pl
+    """Per VM and scheduler, means over the seeds (`host.per_vm`), against `baseline`."""
+    from colosched import host
 
-    rows = (
-        vms.group_by("scheduler", "vm", maintain_order=True)
-        .agg(
-            pl.col("vcpus").first(),
-            pl.col("workload").first(),
-            pl.col("completions").sum(),
-            pl.col("mean_completion_ms").mean(),
-            pl.col(f"vs_{baseline}").mean(),
-            *[pl.col(c).mean() for c in ("throughput_mbit_s", "ping_p50_ms") if c in vms.columns],
-        )
-        .iter_rows(named=True)
-    )
-    rows = list(rows)
-    network = any(r.get("throughput_mbit_s") is not None for r in rows)
+    rows = list(host.per_vm(vms, baseline).iter_rows(named=True))
+    network = any(r["throughput_mbit_s"] is not None for r in rows)
     table = Table(title=f"colosched sim host — {vms['seed'].n_unique()} seed(s), {wall:.2f} s")
     heads = ["scheduler", "vm", "vCPUs", "workload", "completed", "mean completion ms", f"vs {baseline}"]
     heads += ["Mbit/s", "ping p50 ms"] if network else []
@@ -436,7 +424,7 @@ def show_host_table(vms, baseline: str, wall: float) -> None:
             r["workload"],
             str(r["completions"]),
             fmt(r["mean_completion_ms"], ",.1f"),
-            fmt(r[f"vs_{baseline}"], ".3f"),
+            fmt(r["vs_baseline"], ".3f"),
             *([fmt(r["throughput_mbit_s"], ",.1f"), fmt(r["ping_p50_ms"], ",.1f")] if network else []),
         )
     Console(width=max(Console().width, 100)).print(table)

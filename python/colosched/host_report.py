@@ -16,20 +16,18 @@ last, so a failure never leaves a report that looks complete.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 from matplotlib.figure import Figure
 
-from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, _render
+from colosched.host import per_vm
+from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, _render, publish
 
+FIGURE_FILES = ["fighost-1.png", "fighost-2.png", "fighost-3.png"]
 REQUIRED = ["scheduler", "seed", "vm", "vcpus", "workload", "completions", "mean_completion_ms"]
 REQUIRED += ["run_ms", "spin_ms"]
-NETWORK = ["throughput_mbit_s", "ping_p50_ms", "ping_p99_ms"]
 COLOURS = {
     "credit": "#7f7f7f",
     "eevdf": "#1f77b4",
@@ -45,36 +43,23 @@ def _colours(schedulers: list[str]) -> dict[str, str]:
     return {s: COLOURS.get(s) or next(spare, "#000000") for s in schedulers}
 
 
-def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:
-    """Means over seeds per scheduler and VM, with the ratio to `baseline`'s mean completion."""
-    agg = vms.group_by("scheduler", "vm", maintain_order=True).agg(
-        pl.col("vcpus").first(),
-        pl.col("workload").first(),
-        pl.col("seed").n_unique().alias("runs"),
-        pl.col("completions").sum(),
-        pl.col("mean_completion_ms").mean(),
-        pl.col("run_ms").mean(),
-        pl.col("spin_ms").mean(),
-        *[pl.col(c).mean() for c in NETWORK if c in vms.columns],
-    )
-    base = agg.filter(pl.col("scheduler") == baseline).select(
-        "vm", pl.col("mean_completion_ms").alias("_base")
-    )
-    return (
-        agg.join(base, on="vm", how="left", maintain_order="left")
-        .with_columns((pl.col("mean_completion_ms") / pl.col("_base")).alias("vs_baseline"))
-        .drop("_base")
-    )
-
-
-def _grouped(ax, agg: pl.DataFrame, column: str, schedulers, vms_order, colours, bottom=None):
+def _groups(agg: pl.DataFrame, schedulers, vms_order):
+    """For each scheduler: its bars' x positions (grouped by VM), bar width, and a function
+    giving `column` per VM (NaN where absent)."""
     width = 0.8 / len(schedulers)
     for i, s in enumerate(schedulers):
         rows = {r["vm"]: r for r in agg.filter(pl.col("scheduler") == s).iter_rows(named=True)}
-        ys = [rows.get(v, {}).get(column) for v in vms_order]
-        ys = [np.nan if y is None else y for y in ys]
-        xs = np.arange(len(vms_order)) + (i - (len(schedulers) - 1) / 2) * width
-        ax.bar(xs, ys, width, label=s, color=colours[s])
+
+        def values(column: str, rows=rows) -> np.ndarray:
+            ys = [rows.get(v, {}).get(column) for v in vms_order]
+            return np.array([np.nan if y is None else y for y in ys], dtype=float)
+
+        yield s, np.arange(len(vms_order)) + (i - (len(schedulers) - 1) / 2) * width, width, values
+
+
+def _grouped(ax, agg: pl.DataFrame, column: str, schedulers, vms_order, colours):
+    for s, xs, width, values in _groups(agg, schedulers, vms_order):
+        ax.bar(xs, values(column), width, label=s, color=colours[s])
     ax.set_xticks(np.arange(len(vms_order)), vms_order)
 
 
@@ -108,12 +93,8 @@ def _fig_completion(agg: pl.DataFrame, schedulers, vms_order, colours, baseline:
 def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot()
-    width = 0.8 / len(schedulers)
-    for i, s in enumerate(schedulers):
-        rows = {r["vm"]: r for r in agg.filter(pl.col("scheduler") == s).iter_rows(named=True)}
-        run = np.array([rows.get(v, {}).get("run_ms") or 0.0 for v in vms_order]) / 1e3
-        spin = np.array([rows.get(v, {}).get("spin_ms") or 0.0 for v in vms_order]) / 1e3
-        xs = np.arange(len(vms_order)) + (i - (len(schedulers) - 1) / 2) * width
+    for s, xs, width, values in _groups(agg, schedulers, vms_order):
+        run, spin = values("run_ms") / 1e3, values("spin_ms") / 1e3
         ax.bar(xs, run - spin, width, color=colours[s], label=f"{s} computing")
         ax.bar(xs, spin, width, bottom=run - spin, color=colours[s], alpha=0.4, hatch="//")
     ax.set_xticks(np.arange(len(vms_order)), vms_order)
@@ -134,8 +115,6 @@ def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
 
 
 def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
-    if "throughput_mbit_s" not in agg.columns:
-        return None
     net = agg.filter(pl.col("throughput_mbit_s").is_not_null())
     if net.height == 0:
         return None
@@ -148,12 +127,8 @@ def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
     left.legend()
     _grouped(right, net, "ping_p50_ms", schedulers, vms_order, colours)
     right.set_ylabel("ping round trip, ms (bar: median, tick: 99th percentile)")
-    width = 0.8 / len(schedulers)
-    for i, s in enumerate(schedulers):
-        rows = {r["vm"]: r for r in net.filter(pl.col("scheduler") == s).iter_rows(named=True)}
-        xs = np.arange(len(vms_order)) + (i - (len(schedulers) - 1) / 2) * width
-        p99 = [rows.get(v, {}).get("ping_p99_ms") for v in vms_order]
-        right.scatter(xs, [np.nan if y is None else y for y in p99], marker="_", s=200, color="#222")
+    for _, xs, _, values in _groups(net, schedulers, vms_order):
+        right.scatter(xs, values("ping_p99_ms"), marker="_", s=200, color="#222")
     right.set_title("Ping latency of network VMs")
     fig.tight_layout()
     png, size = _render(fig)
@@ -234,19 +209,4 @@ def write_host_report(out_dir: Path, vms: pl.DataFrame, meta: dict | None, basel
             "",
         ]
     )
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
-    try:
-        for f in figures:
-            (stage / f"fig{f.key}.png").write_bytes(f.png)
-        (stage / "report.html").write_text(page, encoding="utf-8")
-        (out_dir / "report.html").unlink(missing_ok=True)
-        for f in figures:
-            os.replace(stage / f"fig{f.key}.png", out_dir / f"fig{f.key}.png")
-        if network is None:
-            (out_dir / "fighost-3.png").unlink(missing_ok=True)
-        os.replace(stage / "report.html", out_dir / "report.html")
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return out_dir / "report.html"
+    return publish(Path(out_dir), page, figures, FIGURE_FILES)

@@ -682,7 +682,13 @@ def write_report(
 
     page = _page(meta, agg, figures, notes)
 
-    # Stage everything in out_dir (same file system), then rename into place, report.html last.
+    return publish(out_dir, page, figures, FIGURE_FILES)
+
+
+def publish(out_dir: Path, page: str, figures: list[_Figure], known: Sequence[str]) -> Path:
+    """Writes report.html and its figures into `out_dir`: staged there (same file system), then
+    renamed into place, report.html last. Figure files in `known` that this report does not
+    produce are removed, so none is left from an earlier report. Returns report.html's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
     try:
@@ -694,7 +700,7 @@ def write_report(
         (out_dir / "report.html").unlink(missing_ok=True)
         for name in sorted(produced):
             os.replace(stage / name, out_dir / name)
-        for name in FIGURE_FILES:
+        for name in known:
             if name not in produced:
                 (out_dir / name).unlink(missing_ok=True)
         os.replace(stage / "report.html", out_dir / "report.html")

@@ -53,6 +53,11 @@ def test_sim_host_writes_its_tables_and_json_lines(tmp_path, capsys):
             "horizon_ms = 100\n[[cores]]\ncount = 2\n[[vms]]\nname = 'v'\nvcpus = 1\nworkload = 'gpu'\n",
             "vms[0].workload",
         ),
+        (
+            "horizon_ms = 100\n[[cores]]\ncount = 2\n[[vms]]\nname = 'w'\nvcpus = 3\nworkload = 'serial'\n"
+            "work_ms = 5\n",
+            "vms[0].vcpus: 3 vCPUs but 2 usable cores; the ia scheduler",
+        ),
     ],
 )
 def test_a_bad_scenario_exits_2_naming_file_and_key_and_writes_nothing(tmp_path, capsys, text, message):

@@ -178,15 +178,6 @@ fn warn(msg: &str) {
     tracing::warn!("{msg}");
 }
 
-/// A config the system cannot honour (no NUMA nodes, no cpuset twin, a psi cgroup short) is a
-/// config error: named with the config file.
-fn in_config(path: &std::path::Path, e: Error) -> Error {
-    Error::InFile {
-        path: path.to_path_buf(),
-        source: Box::new(e),
-    }
-}
-
 /// What `run` may override besides the common flags.
 #[derive(Default)]
 struct Overrides {
@@ -227,14 +218,15 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Error> {
             Some(crate::config::parse_listen(m).map_err(|e| Error::config("--metrics", e))?);
     }
     c.dry_run |= o.dry_run;
-    c.validate().map_err(|e| in_config(path, e))?;
+    c.validate().map_err(|e| Error::in_file(path, e))?;
     Ok(c)
 }
 
-/// The agent for a config checked against this machine; errors name the config file and key.
+/// The agent for a config checked against this machine; errors name the config file and key (a
+/// config the system cannot honour, such as no NUMA nodes or no cpuset twin, is a config error).
 fn agent_for(a: &Common, c: Config) -> Result<Agent, Error> {
-    c.check_system().map_err(|e| in_config(&a.config, e))?;
-    Agent::new(c).map_err(|e| in_config(&a.config, e))
+    c.check_system().map_err(|e| Error::in_file(&a.config, e))?;
+    Agent::new(c).map_err(|e| Error::in_file(&a.config, e))
 }
 
 fn dispatch(cmd: Cmd) -> Result<i32, Error> {

@@ -288,10 +288,7 @@ impl<'a> Section<'a> {
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config> {
-        let in_file = |e| Error::InFile {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        };
+        let in_file = |e| Error::in_file(path, e);
         let text =
             std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
         Config::parse(&text).map_err(in_file)

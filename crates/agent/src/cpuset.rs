@@ -95,12 +95,6 @@ impl FromIterator<usize> for CpuSet {
     }
 }
 
-impl<'a> FromIterator<&'a usize> for CpuSet {
-    fn from_iter<I: IntoIterator<Item = &'a usize>>(iter: I) -> CpuSet {
-        iter.into_iter().copied().collect()
-    }
-}
-
 impl FromStr for CpuSet {
     type Err = String;
 

@@ -483,7 +483,7 @@ impl Agent {
         }
         if self.cfg.all_os_activities {
             if let Some(&target) = d.targets.first() {
-                let writes = self.os_writes(&self.topo.nodes[target].cpus.clone());
+                let writes = self.os_writes(&self.topo.nodes[target].cpus);
                 changed += self.actuator.write_files(&writes)?;
             }
         }
@@ -496,7 +496,7 @@ impl Agent {
             if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
                 let to = self.topo.nodes[m.to].id;
                 let others = self.topo.nodes.iter().map(|n| n.id).filter(|&n| n != to);
-                (self.actuator).migrate_memory(m.pid, &others.collect(), &[to].iter().collect());
+                (self.actuator).migrate_memory(m.pid, &others.collect(), &CpuSet::from_iter([to]));
             }
         }
         Ok(changed)

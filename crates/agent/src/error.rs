@@ -58,12 +58,12 @@ impl Error {
         }
     }
 
-    /// The same error under `key`: a value the system cannot honour (a topology that is not
-    /// there, a cgroup that is not one) is a config error of the key that named it.
-    pub fn under(self, key: &str) -> Error {
-        match self {
-            Error::Config { key: k, msg } => Error::config(key, format!("{k}: {msg}")),
-            e => Error::config(key, e),
+    /// `e`, named with the file it is about (a config file, for a value the system cannot
+    /// honour too).
+    pub fn in_file(path: &std::path::Path, e: Error) -> Error {
+        Error::InFile {
+            path: path.to_path_buf(),
+            source: Box::new(e),
         }
     }
 }

@@ -123,6 +123,13 @@ fn opts(th: &[&str]) -> WatchOptions {
 }
 
 /// Waits until at least one event arrives (or 2 s pass).
+/// The next events' (threshold, direction) pairs.
+fn crossings(w: &mut MemoryThresholdWatcher) -> Vec<(String, Direction)> {
+    (next_events(w).iter())
+        .map(|e| (e.threshold.clone(), e.direction))
+        .collect()
+}
+
 fn next_events(w: &mut MemoryThresholdWatcher) -> Vec<Event> {
     let end = Instant::now() + Duration::from_secs(2);
     while Instant::now() < end {
@@ -161,10 +168,7 @@ fn v2_fake_tree_thresholds_events_and_gone() {
     assert_eq!(ev[0].limit, Some(1 << 30));
 
     fs::write(p.join("memory.current"), "1000\n").unwrap();
-    let got: Vec<_> = next_events(&mut w)
-        .iter()
-        .map(|e| (e.threshold.clone(), e.direction))
-        .collect();
+    let got = crossings(&mut w);
     assert_eq!(
         got,
         vec![
@@ -450,16 +454,10 @@ fn debounce_reports_a_crossing_only_once_it_held() {
 
     // Up past 512M then down below 256M, each held: reported in that order.
     set_current(p, 700 << 20);
-    let got: Vec<_> = next_events(&mut w)
-        .iter()
-        .map(|e| (e.threshold.clone(), e.direction))
-        .collect();
+    let got = crossings(&mut w);
     assert_eq!(got, vec![("512M".to_string(), Direction::Up)]);
     set_current(p, 0);
-    let got: Vec<_> = next_events(&mut w)
-        .iter()
-        .map(|e| (e.threshold.clone(), e.direction))
-        .collect();
+    let got = crossings(&mut w);
     assert_eq!(
         got,
         vec![

@@ -648,69 +648,88 @@ fn host_presets() -> Vec<&'static str> {
         .collect()
 }
 
-/// A scenario: a bundled preset's name, or a TOML file. Bad input raises ValueError naming the
-/// file and key.
-fn host_scenario(scenario: &str) -> PyResult<colosched_host::sim::Scenario> {
-    match colosched_host::run::preset(scenario) {
-        Some(s) => Ok(s),
-        None if std::path::Path::new(scenario).exists() => {
-            colosched_host::sim::Scenario::load(std::path::Path::new(scenario))
-                .map_err(PyValueError::new_err)
-        }
-        None => Err(PyValueError::new_err(format!(
-            "scenario {scenario:?}: neither a file nor a preset (presets: {})",
-            host_presets().join(", ")
-        ))),
-    }
+/// A host scenario, read and checked once: a bundled preset's name, or a TOML file. Bad input
+/// raises ValueError naming the file and key.
+#[pyclass(frozen)]
+struct HostScenario {
+    label: String,
+    scenario: colosched_host::sim::Scenario,
 }
 
-/// Checks a scenario for the schedulers without running it: ValueError if one cannot run it.
-#[pyfunction]
-fn host_check(scenario: &str, schedulers: Vec<String>) -> PyResult<String> {
-    let s = host_scenario(scenario)?;
-    for name in &schedulers {
-        colosched_host::run::scheduler(name, &s.host, &s.vms).map_err(PyValueError::new_err)?;
-        s.check_for(name)
-            .map_err(|e| PyValueError::new_err(format!("{scenario}: {e}")))?;
-    }
-    Ok(s.name)
-}
-
-/// One run of a scenario under a scheduler, as JSON: the run's fields and `vms`, a list of
-/// per-VM objects. The GIL is released while it runs.
-#[pyfunction]
-fn simulate_host(py: Python<'_>, scenario: &str, scheduler: &str, seed: u64) -> PyResult<String> {
-    let s = host_scenario(scenario)?;
-    let r = py
-        .detach(|| colosched_host::run::run(&s, scheduler, seed))
-        .map_err(|e| PyValueError::new_err(format!("{scenario}: {e}")))?;
-    let vms: Vec<serde_json::Value> = (r.vms.iter())
-        .map(|v| {
-            // NaN (nothing completed, not a network VM) has no JSON form: null, None in Python.
-            let num = |x: f64| {
-                if x.is_finite() {
-                    x.into()
-                } else {
-                    serde_json::Value::Null
-                }
-            };
-            serde_json::json!({
-                "vm": v.vm, "vcpus": v.vcpus, "workload": v.workload,
-                "completions": v.completions, "mean_completion_ms": num(v.mean_completion_ms),
-                "run_ms": v.run_ms, "spin_ms": v.spin_ms, "work_ms": v.work_ms,
-                "migrations": v.migrations,
-                "throughput_mbit_s": num(v.throughput_mbit_s), "ring_drops": v.ring_drops,
-                "link_drops": v.link_drops, "pings_answered": v.pings_answered,
-                "pings_sent": v.pings_sent, "ping_mean_ms": num(v.ping_mean_ms),
-                "ping_p50_ms": num(v.ping_p50_ms), "ping_p99_ms": num(v.ping_p99_ms),
-            })
+#[pymethods]
+impl HostScenario {
+    #[new]
+    fn new(scenario: &str) -> PyResult<HostScenario> {
+        let path = std::path::Path::new(scenario);
+        let parsed = match colosched_host::run::preset(scenario) {
+            Some(s) => s,
+            None if path.exists() => {
+                colosched_host::sim::Scenario::load(path).map_err(PyValueError::new_err)?
+            }
+            None => {
+                return Err(PyValueError::new_err(format!(
+                    "scenario {scenario:?}: neither a file nor a preset (presets: {})",
+                    host_presets().join(", ")
+                )))
+            }
+        };
+        Ok(HostScenario {
+            label: scenario.to_string(),
+            scenario: parsed,
         })
-        .collect();
-    let out = serde_json::json!({
-        "scenario": r.scenario, "scheduler": r.scheduler, "seed": r.seed,
-        "end_ms": r.end_ms, "events": r.events, "vms": vms,
-    });
-    Ok(out.to_string())
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.scenario.name
+    }
+
+    /// ValueError if one of `schedulers` is unknown or cannot run this scenario.
+    fn check(&self, schedulers: Vec<String>) -> PyResult<()> {
+        let s = &self.scenario;
+        let in_file = |e| PyValueError::new_err(format!("{}: {e}", self.label));
+        for name in &schedulers {
+            s.check_for(name).map_err(in_file)?;
+            colosched_host::run::scheduler(name, &s.host, &s.vms).map_err(in_file)?;
+        }
+        Ok(())
+    }
+
+    /// One run under `scheduler`, as JSON: the run's fields and `vms`, a list of per-VM
+    /// objects. The GIL is released while it runs.
+    fn run(&self, py: Python<'_>, scheduler: &str, seed: u64) -> PyResult<String> {
+        let s = &self.scenario;
+        let r = py
+            .detach(|| colosched_host::run::run(s, scheduler, seed))
+            .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.label)))?;
+        let vms: Vec<serde_json::Value> = (r.vms.iter())
+            .map(|v| {
+                // NaN (nothing completed, not a network VM) has no JSON form: null, None in Python.
+                let num = |x: f64| {
+                    if x.is_finite() {
+                        x.into()
+                    } else {
+                        serde_json::Value::Null
+                    }
+                };
+                serde_json::json!({
+                    "vm": v.vm, "vcpus": v.vcpus, "workload": v.workload,
+                    "completions": v.completions, "mean_completion_ms": num(v.mean_completion_ms),
+                    "run_ms": v.run_ms, "spin_ms": v.spin_ms, "work_ms": v.work_ms,
+                    "migrations": v.migrations,
+                    "throughput_mbit_s": num(v.throughput_mbit_s), "ring_drops": v.ring_drops,
+                    "link_drops": v.link_drops, "pings_answered": v.pings_answered,
+                    "pings_sent": v.pings_sent, "ping_mean_ms": num(v.ping_mean_ms),
+                    "ping_p50_ms": num(v.ping_p50_ms), "ping_p99_ms": num(v.ping_p99_ms),
+                })
+            })
+            .collect();
+        let out = serde_json::json!({
+            "scenario": r.scenario, "scheduler": r.scheduler, "seed": r.seed,
+            "end_ms": r.end_ms, "events": r.events, "vms": vms,
+        });
+        Ok(out.to_string())
+    }
 }
 
 #[pymodule]
@@ -727,8 +746,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(memwatch_main, m)?)?;
     m.add_function(wrap_pyfunction!(host_schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(host_presets, m)?)?;
-    m.add_function(wrap_pyfunction!(host_check, m)?)?;
-    m.add_function(wrap_pyfunction!(simulate_host, m)?)?;
+    m.add_class::<HostScenario>()?;
     m.add_class::<MemWatch>()?;
     m.add("TraceInputError", m.py().get_type::<TraceInputError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

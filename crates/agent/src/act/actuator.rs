@@ -27,7 +27,7 @@ pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     Ok(rustix::thread::sched_setaffinity(pid_of(tid)?, &set)?)
 }
 
-/// Moves the pages of `pid` from the `from` nodes to the `to` nodes (migrate_pages(2)).
+/// Moves the pages of `pid` from the `old` nodes to the `new` nodes (migrate_pages(2)).
 /// Returns the number of pages that could not be moved.
 pub fn migrate_pages(pid: i32, old: &CpuSet, new: &CpuSet) -> io::Result<u64> {
     // Both masks as long as the longer one, in whole words; maxnode counts their bits.
@@ -317,7 +317,9 @@ impl Actuator {
                 }
                 plan.push((tid, task.pid, cpus));
             }
-            recorded |= self.state.applied.insert((*cpus).clone());
+            if !self.state.applied.contains(*cpus) {
+                recorded |= self.state.applied.insert((*cpus).clone());
+            }
         }
         if plan.is_empty() {
             return Ok(0);

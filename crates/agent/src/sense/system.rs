@@ -21,8 +21,10 @@ pub fn os_affinity_files(procfs: &Path, sysfs: &Path) -> OsFiles {
     };
     let irqs = (dirs(&procfs.join("irq")).into_iter())
         .map(|d| d.join("smp_affinity_list"))
-        .filter_map(|p| Some((fs::read_to_string(&p).ok()?.trim().to_string(), p)))
-        .map(|(text, p)| (p, text))
+        .filter_map(|p| {
+            let text = fs::read_to_string(&p).ok()?.trim().to_string();
+            Some((p, text))
+        })
         .collect();
     let workqueues = (dirs(&sysfs.join("devices/virtual/workqueue")).into_iter())
         .map(|d| d.join("cpumask"))
