@@ -423,17 +423,17 @@ proptest! {
     }
 
     /// Diff rebuilding its pools as often as it can (20 ms windows, no hold) beside a flow that
-    /// overflows its ring, with random other VMs (blocked, spinning, finished vCPUs at the
+    /// overflows its ring and a CPU hog, with random other VMs (blocked, spinning, finished vCPUs at the
     /// rebuilds): the invariants hold and the pools really change.
     #[test]
     fn diff_rebuilding_pools_keeps_the_invariants(
-        host in arb_host(),
+        host in arb_host().prop_filter("two usable cores", |h| {
+            h.cores.iter().filter(|c| !c.reserved).count() >= 2
+        }),
         vms in prop::collection::vec(arb_vm(), 1..4),
         eevdf in any::<bool>(),
         seed in 0u64..1000,
     ) {
-        let usable = host.cores.iter().filter(|c| !c.reserved).count();
-        prop_assume!(usable >= 2);
         let flood = Network {
             protocol: Protocol::Udp,
             rate_mbit_s: 2000.0,
@@ -445,7 +445,12 @@ proptest! {
             ring_slots: 256,
             any_vcpu: false,
         };
-        let mut all = vec![Vm { repeat: true, ..Vm::new("flood", 2, Workload::Network(flood)) }];
+        // A CPU hog that never becomes an NSVM, so the flood's pool is never the whole host.
+        let hog = Workload::Serial { work_ms: 50.0, mem_intensity: 0.0 };
+        let mut all = vec![
+            Vm { repeat: true, ..Vm::new("flood", 2, Workload::Network(flood)) },
+            Vm { repeat: true, ..Vm::new("hog", 1, hog) },
+        ];
         all.extend(vms);
         let topo = Topology::new(&host, &all);
         let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
