@@ -760,11 +760,18 @@ def main() -> int:
         (probe / "agent.toml").write_text(
             agent_toml(next(c for c in configs if c["policy"]), probe, "cgroup")
         )
-        r = subprocess.run(
-            [str(args.agent), "check-config", "--config", str(probe / "agent.toml")],
-            capture_output=True,
-            text=True,
-        )
+        # the agent refuses a BE cgroup that does not exist: make it for the check if need be
+        made = not CGROUP.exists()
+        CGROUP.mkdir(exist_ok=True)
+        try:
+            r = subprocess.run(
+                [str(args.agent), "check-config", "--config", str(probe / "agent.toml")],
+                capture_output=True,
+                text=True,
+            )
+        finally:
+            if made:
+                CGROUP.rmdir()
         if r.returncode:
             raise SystemExit(f"agent check-config failed ({r.returncode}): {r.stderr.strip()}")
 

@@ -7,164 +7,149 @@ use std::path::PathBuf;
 use std::process::{Child, Command};
 use std::time::Duration;
 
+use clap::Parser;
+use rustix::process::{kill_process, Pid, Signal};
+
 use crate::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
 use crate::{WatchError, WatchOptions};
 
-pub const USAGE: &str =
-    "usage: colosched memwatch --cgroup PATH --threshold SIZE|PCT [--threshold …]
-         [--memsw] [--backend auto|v1|v2|poll] [--period MS] [--high SIZE|PCT] [--psi SPEC]
-         [--debounce DURATION] [--direction up|down|both] [--exec CMD] [--signal SIG [--pid PID]…]
-         [--json]
-  PATH must be a directory on a cgroup filesystem (v1 or v2).
-  SIZE is bytes or 512K, 256M, 1G; PCT is a percentage of the group's limit (80%), or, when the
-  group has none (v1: unlimited; v2: memory.max is \"max\"), of its nearest ancestor's limit.
-  --debounce 500ms|2s reports a crossing only once usage stayed on its new side that long (a
-  crossing back within it cancels the report); memory.events and PSI are not debounced.
-  --psi \"some 150000 2000000\" adds a PSI trigger on memory.pressure (cgroup v2); alone, without
-  --threshold, it also works on a v2 group without the memory controller.
-  --exec runs `sh -c CMD` per event with COLOSCHED_THRESHOLD, COLOSCHED_THRESHOLD_BYTES,
-  COLOSCHED_DIRECTION, COLOSCHED_USAGE, COLOSCHED_LIMIT, COLOSCHED_CGROUP, COLOSCHED_BACKEND set.
-  --signal sends SIG (USR1, USR2, HUP, TERM, INT or a number) to each --pid, or without --pid to
-  every process in the cgroup at the time of the event. --direction filters --exec/--signal
-  (default both); `gone` (the cgroup was removed) is printed and ends the watch with exit 0.";
+/// What the flags' one-line help cannot say (`--help` prints it after the flags).
+const NOTES: &str = "\
+PATH must be a directory on a cgroup filesystem (v1 or v2).
+SIZE is bytes or 512K, 256M, 1G; PCT is a percentage of the group's limit (80%), or, when the
+group has none (v1: unlimited; v2: memory.max is \"max\"), of its nearest ancestor's limit.
+--debounce reports a crossing only once usage stayed on its new side that long (a crossing back
+within it cancels the report); memory.events and PSI are not debounced.
+--psi alone, without --threshold, also works on a v2 group without the memory controller.
+--exec runs `sh -c CMD` per event with COLOSCHED_THRESHOLD, COLOSCHED_THRESHOLD_BYTES,
+COLOSCHED_DIRECTION, COLOSCHED_USAGE, COLOSCHED_LIMIT, COLOSCHED_CGROUP, COLOSCHED_BACKEND set.
+--signal without --pid goes to every process in the cgroup at the time of the event.
+`gone` (the cgroup was removed) is printed and ends the watch with exit 0.
+Exit: 0 after `gone` or SIGTERM/SIGINT; 2 on bad input; 1 on a failure while watching.";
 
+/// Print, run a command or send a signal when a cgroup's memory usage crosses thresholds.
+#[derive(Parser, Debug)]
+#[command(name = "colosched memwatch", after_help = NOTES)]
 struct Args {
-    cgroup: Option<PathBuf>,
-    opts: WatchOptions,
-    direction: Option<Direction>,
+    /// The cgroup directory to watch.
+    #[arg(long, value_name = "PATH")]
+    cgroup: PathBuf,
+    /// A threshold (repeat the flag for several).
+    #[arg(long, value_name = "SIZE|PCT", value_parser = Threshold::parse, allow_hyphen_values = true)]
+    threshold: Vec<Threshold>,
+    /// v1: watch memory + swap (memory.memsw.usage_in_bytes).
+    #[arg(long)]
+    memsw: bool,
+    /// How to be notified.
+    #[arg(long, value_name = "auto|v1|v2|poll", default_value = "auto", value_parser = BackendChoice::parse)]
+    backend: BackendChoice,
+    /// Period of the polling path (ms, 1 to 60000).
+    #[arg(long, value_name = "MS", default_value = "100", value_parser = parse_period)]
+    period: Duration,
+    /// v2: set memory.high to this while watching (put back on exit).
+    #[arg(long, value_name = "SIZE|PCT", value_parser = Threshold::parse, allow_hyphen_values = true)]
+    high: Option<Threshold>,
+    /// v2: a PSI trigger on memory.pressure, e.g. "some 150000 2000000".
+    #[arg(long, value_name = "SPEC")]
+    psi: Option<String>,
+    /// Report a crossing only once it held this long (500ms, 2s).
+    #[arg(long, value_name = "DURATION", value_parser = crate::parse_duration)]
+    debounce: Option<Duration>,
+    /// Which crossings --exec and --signal act on.
+    #[arg(long, value_enum, default_value = "both")]
+    direction: Which,
+    /// Run `sh -c CMD` per event.
+    #[arg(long, value_name = "CMD")]
     exec: Option<String>,
-    signal: Option<i32>,
-    pids: Vec<i32>,
+    /// Send SIG (USR1, USR2, HUP, TERM, INT, KILL or 1-64) per event.
+    #[arg(long, value_name = "SIG", value_parser = parse_signal)]
+    signal: Option<Signal>,
+    /// Send --signal to this process instead of the cgroup's (repeatable).
+    #[arg(long, value_name = "PID", requires = "signal", value_parser = clap::value_parser!(i32).range(1..))]
+    pid: Vec<i32>,
+    /// Print events as JSON lines.
+    #[arg(long)]
     json: bool,
-    /// `-h` / `--help`: print the usage and exit 0.
-    help: bool,
 }
 
-fn parse_signal(s: &str) -> Result<i32, String> {
-    let name = s.trim_start_matches("SIG");
-    let sig = match name {
-        "USR1" => libc::SIGUSR1,
-        "USR2" => libc::SIGUSR2,
-        "HUP" => libc::SIGHUP,
-        "TERM" => libc::SIGTERM,
-        "INT" => libc::SIGINT,
-        "KILL" => libc::SIGKILL,
-        _ => name
-            .parse()
-            .ok()
-            .filter(|n| (1..=64).contains(n))
-            .ok_or_else(|| {
-                format!("--signal: {s:?} is not USR1, USR2, HUP, TERM, INT, KILL or 1-64")
-            })?,
-    };
-    Ok(sig)
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Which {
+    Up,
+    Down,
+    Both,
 }
 
-fn parse_args(args: &[String]) -> Result<Args, String> {
-    let mut a = Args {
-        cgroup: None,
-        opts: WatchOptions::default(),
-        direction: None,
-        exec: None,
-        signal: None,
-        pids: Vec::new(),
-        json: false,
-        help: false,
-    };
-    let mut it = args.iter();
-    while let Some(flag) = it.next() {
-        let mut value = || {
-            it.next()
-                .cloned()
-                .ok_or_else(|| format!("{flag}: needs a value"))
-        };
-        match flag.as_str() {
-            "--cgroup" => a.cgroup = Some(value()?.into()),
-            "--threshold" => {
-                let v = value()?;
-                let t = Threshold::parse(&v).map_err(|e| format!("--threshold {e}"))?;
-                a.opts.thresholds.push(t);
-            }
-            "--memsw" => a.opts.memsw = true,
-            "--backend" => {
-                a.opts.backend =
-                    BackendChoice::parse(&value()?).map_err(|e| format!("--backend: {e}"))?
-            }
-            "--period" => {
-                let v = value()?;
-                let ms: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|x| (1.0..=60_000.0).contains(x))
-                    .ok_or_else(|| {
-                        format!("--period: {v:?} is not milliseconds from 1 to 60000")
-                    })?;
-                a.opts.poll_period = Duration::from_secs_f64(ms / 1000.0);
-            }
-            "--high" => {
-                let v = value()?;
-                a.opts.high = Some(Threshold::parse(&v).map_err(|e| format!("--high {e}"))?);
-            }
-            "--psi" => a.opts.psi = Some(value()?),
-            "--debounce" => {
-                let v = value()?;
-                a.opts.debounce =
-                    Some(crate::parse_duration(&v).map_err(|e| format!("--debounce: {e}"))?);
-            }
-            "--direction" => {
-                a.direction = match value()?.as_str() {
-                    "up" => Some(Direction::Up),
-                    "down" => Some(Direction::Down),
-                    "both" => None,
-                    other => return Err(format!("--direction: {other:?} is not up, down or both")),
-                }
-            }
-            "--exec" => a.exec = Some(value()?),
-            "--signal" => a.signal = Some(parse_signal(&value()?)?),
-            "--pid" => {
-                let v = value()?;
-                let pid = v
-                    .parse()
-                    .ok()
-                    .filter(|p: &i32| *p > 0)
-                    .ok_or_else(|| format!("--pid: {v:?} is not a process id"))?;
-                a.pids.push(pid);
-            }
-            "--json" => a.json = true,
-            "-h" | "--help" => {
-                a.help = true;
-                return Ok(a);
-            }
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+impl Args {
+    fn options(&self) -> WatchOptions {
+        WatchOptions {
+            thresholds: self.threshold.clone(),
+            memsw: self.memsw,
+            backend: self.backend,
+            poll_period: self.period,
+            high: self.high.clone(),
+            psi: self.psi.clone(),
+            debounce: self.debounce,
         }
     }
-    if !a.pids.is_empty() && a.signal.is_none() {
-        return Err("--pid: only with --signal".into());
+
+    /// Whether --exec and --signal act on an event that went `d`.
+    fn wants(&self, d: Direction) -> bool {
+        match (d, self.direction) {
+            (Direction::Gone, _) => false,
+            (_, Which::Both) => true,
+            (Direction::Up, Which::Up) | (Direction::Down, Which::Down) => true,
+            _ => false,
+        }
     }
-    if a.cgroup.is_none() {
-        return Err(format!("--cgroup PATH is required\n{USAGE}"));
-    }
-    Ok(a)
+}
+
+fn parse_signal(s: &str) -> Result<Signal, String> {
+    let name = s.trim_start_matches("SIG");
+    let named = match name {
+        "USR1" => Some(Signal::USR1),
+        "USR2" => Some(Signal::USR2),
+        "HUP" => Some(Signal::HUP),
+        "TERM" => Some(Signal::TERM),
+        "INT" => Some(Signal::INT),
+        "KILL" => Some(Signal::KILL),
+        _ => None,
+    };
+    let number = || {
+        let n: i32 = name.parse().ok().filter(|n| (1..=64).contains(n))?;
+        // SAFETY: Linux signals are 1..=64 (the real-time ones, 34 and up, have no name).
+        Signal::from_named_raw(n).or(Some(unsafe { Signal::from_raw_unchecked(n) }))
+    };
+    named
+        .or_else(number)
+        .ok_or_else(|| format!("{s:?} is not USR1, USR2, HUP, TERM, INT, KILL or 1-64"))
+}
+
+fn parse_period(s: &str) -> Result<Duration, String> {
+    s.parse()
+        .ok()
+        .filter(|ms| (1.0..=60_000.0).contains(ms))
+        .map(|ms: f64| Duration::from_secs_f64(ms / 1000.0))
+        .ok_or_else(|| format!("{s:?} is not milliseconds from 1 to 60000"))
 }
 
 /// Entry point: returns the exit code.
 pub fn main(args: &[String]) -> i32 {
-    let a = match parse_args(args) {
-        Ok(a) if a.help => {
-            println!("{USAGE}");
-            return 0;
-        }
+    let argv = std::iter::once("colosched memwatch").chain(args.iter().map(String::as_str));
+    let a = match Args::try_parse_from(argv) {
         Ok(a) => a,
-        Err(msg) => return fail(&msg, 2),
+        Err(e) => {
+            // Help and version go to stdout with exit 0; usage errors to stderr with exit 2.
+            let _ = e.print();
+            return e.exit_code();
+        }
     };
-    let cgroup = a.cgroup.clone().expect("checked");
-    let watcher = match MemoryThresholdWatcher::open(&cgroup, &a.opts) {
+    let watcher = match MemoryThresholdWatcher::open(&a.cgroup, &a.options()) {
         Ok(w) => w,
         Err(WatchError { msg, bad_input }) => return fail(&msg, if bad_input { 2 } else { 1 }),
     };
     log(&format!(
         "watching {}: {}",
-        cgroup.display(),
+        a.cgroup.display(),
         watcher.describe()
     ));
     match run(watcher, &a) {
@@ -193,12 +178,7 @@ fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, String> {
         };
         for e in &events {
             print_event(e, a.json);
-            let wanted = match (e.direction, a.direction) {
-                (Direction::Gone, _) => false,
-                (Direction::Up | Direction::Down, Some(d)) => e.direction == d,
-                _ => true,
-            };
-            if wanted {
+            if a.wants(e.direction) {
                 deliver(e, a, &mut children);
             }
         }
@@ -258,18 +238,14 @@ fn deliver(e: &Event, a: &Args, children: &mut Vec<Child>) {
         }
     }
     if let Some(sig) = a.signal {
-        let pids = if a.pids.is_empty() {
+        let pids = if a.pid.is_empty() {
             cgroup_pids(&e.cgroup)
         } else {
-            a.pids.clone()
+            a.pid.clone()
         };
-        for pid in pids {
-            // SAFETY: kill has no pointer arguments.
-            if unsafe { libc::kill(pid, sig) } != 0 {
-                log(&format!(
-                    "--signal {sig} to {pid}: {}",
-                    std::io::Error::last_os_error()
-                ));
+        for pid in pids.into_iter().filter_map(Pid::from_raw) {
+            if let Err(err) = kill_process(pid, sig) {
+                log(&format!("--signal {} to {pid}: {err}", sig.as_raw()));
             }
         }
     }
@@ -289,23 +265,27 @@ mod tests {
     use super::*;
     use crate::parse_size;
 
-    fn args(v: &[&str]) -> Vec<String> {
-        v.iter().map(|s| s.to_string()).collect()
+    fn parse(v: &[&str]) -> Result<Args, String> {
+        Args::try_parse_from(std::iter::once("memwatch").chain(v.iter().copied()))
+            .map_err(|e| e.to_string())
     }
 
     #[test]
     fn bad_flags_name_the_flag() {
-        let e = |v: &[&str]| parse_args(&args(v)).err().expect("should fail");
-        assert!(e(&["--cgroup", "/x", "--threshold", "0"]).starts_with("--threshold"));
+        let e = |v: &[&str]| parse(v).expect_err("should fail");
+        assert!(e(&["--cgroup", "/x", "--threshold", "0"]).contains("--threshold"));
+        assert!(e(&["--cgroup", "/x", "--threshold", "-5M"]).contains("--threshold"));
         assert!(e(&["--cgroup", "/x", "--threshold", "12Q"]).contains("suffix"));
-        assert!(e(&["--cgroup", "/x", "--signal", "FOO"]).starts_with("--signal"));
-        assert!(e(&["--cgroup", "/x", "--pid", "12"]).starts_with("--pid"));
-        assert!(e(&["--cgroup", "/x", "--period", "0"]).starts_with("--period"));
-        assert!(e(&["--cgroup", "/x", "--debounce", "5"]).starts_with("--debounce"));
-        assert!(e(&["--cgroup", "/x", "--debounce", "0s"]).starts_with("--debounce"));
-        assert!(e(&["--threshold", "1M"]).starts_with("--cgroup"));
-        assert!(e(&["--cgroup"]).contains("needs a value"));
-        let ok = parse_args(&args(&[
+        assert!(e(&["--cgroup", "/x", "--signal", "FOO"]).contains("--signal"));
+        assert!(e(&["--cgroup", "/x", "--pid", "12"]).contains("--signal"));
+        assert!(e(&["--cgroup", "/x", "--signal", "TERM", "--pid", "0"]).contains("--pid"));
+        assert!(e(&["--cgroup", "/x", "--period", "0"]).contains("--period"));
+        assert!(e(&["--cgroup", "/x", "--debounce", "5"]).contains("--debounce"));
+        assert!(e(&["--cgroup", "/x", "--debounce", "0s"]).contains("--debounce"));
+        assert!(e(&["--cgroup", "/x", "--bogus"]).contains("--bogus"));
+        assert!(e(&["--threshold", "1M"]).contains("--cgroup"));
+        assert!(e(&["--cgroup"]).contains("--cgroup"));
+        let ok = parse(&[
             "--cgroup",
             "/x",
             "--threshold",
@@ -314,10 +294,23 @@ mod tests {
             "SIGUSR2",
             "--pid",
             "7",
-        ]))
+            "--direction",
+            "up",
+        ])
         .expect("ok");
-        assert_eq!(ok.signal, Some(libc::SIGUSR2));
-        assert_eq!(ok.pids, vec![7]);
+        assert_eq!(ok.signal, Some(Signal::USR2));
+        assert_eq!(parse_signal("40").map(Signal::as_raw), Ok(40));
+        assert_eq!(ok.pid, vec![7]);
+        assert!(ok.wants(Direction::Up) && !ok.wants(Direction::Down));
+        assert!(!ok.wants(Direction::Gone));
+    }
+
+    #[test]
+    fn help_and_usage_errors_have_their_exit_codes() {
+        assert_eq!(main(&["--help".to_string()]), 0);
+        assert_eq!(main(&["-h".to_string()]), 0);
+        assert_eq!(main(&["--bogus".to_string()]), 2);
+        assert_eq!(main(&[]), 2);
     }
 
     #[test]

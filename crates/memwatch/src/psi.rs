@@ -5,9 +5,11 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+
+use rustix::fs::OFlags;
 
 pub struct PsiTrigger {
     file: File,
@@ -49,7 +51,7 @@ impl PsiTrigger {
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
-            .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+            .custom_flags((OFlags::NONBLOCK | OFlags::CLOEXEC).bits() as i32)
             .open(path)
             .map_err(|e| format!("--psi: {}: {e}", path.display()))?;
         file.write_all(spec.as_bytes()).map_err(|e| {
@@ -65,8 +67,8 @@ impl PsiTrigger {
         })
     }
 
-    pub fn raw_fd(&self) -> i32 {
-        self.file.as_raw_fd()
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
 
     pub fn spec(&self) -> &str {

@@ -6,10 +6,18 @@
 //! Python process (`colosched agent run`), whose other threads do not block the signals. A
 //! process-directed signal may then be taken by one of them and never reach a `sigtimedwait`;
 //! a handler runs whichever thread takes it. One `Signals` at a time per process.
+//!
+//! `sigaction` and the handler are raw libc: rustix leaves signal handlers out, and signal-hook,
+//! which wraps them, never puts the previous disposition back (its handler stays installed for
+//! the life of the process), while here the Python interpreter's own SIGINT handler must come
+//! back when `agent run` or `memwatch` returns.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::Duration;
+
+use rustix::event::PollFlags;
+use rustix::pipe::{pipe_with, PipeFlags};
 
 /// The last signal seen (0: none) and the pipe's write end (-1: no `Signals` alive).
 static SIGNALLED: AtomicI32 = AtomicI32::new(0);
@@ -39,16 +47,8 @@ pub struct Signals {
 impl Signals {
     /// Installs the handler for SIGTERM, SIGINT and SIGHUP; the previous handlers come back on drop.
     pub fn catch() -> Result<Signals, String> {
-        let mut fds = [0; 2];
-        // SAFETY: pipe2 fills two descriptors that we then own.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
-            return Err(format!(
-                "pipe for signals: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        // SAFETY: both descriptors were just created and are not owned elsewhere.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
+            .map_err(|e| format!("pipe for signals: {e}"))?;
         SIGNALLED.store(0, Ordering::SeqCst);
         WAKE_FD.store(write.as_raw_fd(), Ordering::SeqCst);
         let mut old = Vec::new();
@@ -82,14 +82,8 @@ impl Signals {
     /// Sleeps up to `d`, or until a signal arrives in any thread; returns it if one did.
     pub fn wait(&self, d: Duration) -> Option<i32> {
         if self.pending().is_none() {
-            let mut p = libc::pollfd {
-                fd: self.read.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            let ms = d.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: one valid pollfd for the duration of the call. EINTR just ends the sleep.
-            unsafe { libc::poll(&mut p, 1, ms) };
+            // EINTR (the signal itself) just ends the sleep.
+            let _ = crate::sys::poll(&[(self.read.as_fd(), PollFlags::IN)], Some(d));
         }
         self.pending()
     }

@@ -9,6 +9,8 @@ use super::*;
 use std::fs;
 use std::time::Instant;
 
+use rustix::event::PollFlags;
+
 #[test]
 fn thresholds_parse_sizes_and_percentages() {
     assert_eq!(Threshold::parse("256M"), Ok(Threshold::Bytes(256 << 20)));
@@ -297,9 +299,8 @@ fn psi_specs_are_checked_before_the_kernel() {
 fn psi_trigger_fires_for_real_on_cpu_pressure() {
     let unified = Path::new("/sys/fs/cgroup/unified");
     // The machines this project runs on have both (docs/memwatch.md): a missing one is a failure.
-    // SAFETY: geteuid has no arguments.
     assert_eq!(
-        unsafe { libc::geteuid() },
+        rustix::process::geteuid().as_raw(),
         0,
         "needs root: creates a cgroup2 group"
     );
@@ -336,10 +337,10 @@ fn psi_trigger_fires_for_real_on_cpu_pressure() {
         fs::write(cg.join("cgroup.procs"), c.id().to_string()).unwrap();
         guard.1.push(c);
     }
-    let fired = sys::poll(&[(t.raw_fd(), libc::POLLPRI)], Some(Duration::from_secs(6))).unwrap();
+    let fired = sys::poll(&[(t.fd(), PollFlags::PRI)], Some(Duration::from_secs(6))).unwrap();
     assert_eq!(
         fired[0],
-        libc::POLLPRI,
+        PollFlags::PRI,
         "no PSI event in 6 s with 3 loops on one CPU"
     );
 }

@@ -2,7 +2,7 @@
 //! soft line (set while watching, the old value written back on drop).
 
 use std::fs::{self, File};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -76,8 +76,8 @@ impl EventsWatch {
         Ok(w)
     }
 
-    pub fn raw_fd(&self) -> i32 {
-        self.file.as_raw_fd()
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.file.as_fd()
     }
 
     /// Reading the file also re-arms poll(POLLPRI) on it.

@@ -3,9 +3,11 @@
 //! `lib.rs`.
 
 use std::fs;
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+
+use rustix::event::PollFlags;
 
 use crate::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
 use crate::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
@@ -437,15 +439,15 @@ impl MemoryThresholdWatcher {
             return Ok(Vec::new());
         }
         let deadline = timeout.map(|t| Instant::now() + t);
-        let mut fds: Vec<(i32, i16)> = vec![(self.stop.0.as_raw_fd(), libc::POLLIN)];
-        fds.extend(self.v1_fds.iter().map(|f| (f.as_raw_fd(), libc::POLLIN)));
+        let mut fds = vec![(self.stop.0.as_fd(), PollFlags::IN)];
+        fds.extend(self.v1_fds.iter().map(|f| (f.as_fd(), PollFlags::IN)));
         let events_at = fds.len();
         if let Some(e) = &self.events {
-            fds.push((e.raw_fd(), libc::POLLPRI));
+            fds.push((e.fd(), PollFlags::PRI));
         }
         let psi_at = fds.len();
         if let Some(p) = &self.psi {
-            fds.push((p.raw_fd(), libc::POLLPRI));
+            fds.push((p.fd(), PollFlags::PRI));
         }
         let mut wake = deadline;
         if self.poll_period.is_some() {
@@ -463,7 +465,8 @@ impl MemoryThresholdWatcher {
             &fds,
             wake.map(|w| w.saturating_duration_since(Instant::now())),
         )?;
-        if ready[0] != 0 {
+        drop(fds);
+        if !ready[0].is_empty() {
             sys::eventfd_drain(&self.stop.0);
             self.finish();
             return Ok(Vec::new());
@@ -471,19 +474,19 @@ impl MemoryThresholdWatcher {
         let mut counts = vec![0u64; self.lines.len()];
         let mut any_v1 = false;
         for (i, f) in self.v1_fds.iter().enumerate() {
-            if ready[1 + i] != 0 {
+            if !ready[1 + i].is_empty() {
                 counts[i] = sys::eventfd_drain(f);
                 any_v1 |= counts[i] > 0;
             }
         }
-        let events_ready = self.events.is_some() && ready[events_at] != 0;
-        let psi_ready = self.psi.is_some() && ready[psi_at] != 0;
+        let events_ready = self.events.is_some() && !ready[events_at].is_empty();
+        let psi_ready = self.psi.is_some() && !ready[psi_at].is_empty();
         // kernfs files poll POLLERR once their group is being removed, and then on every call:
         // that is the group going, not events. A PSI trigger polls POLLERR only then. But kernfs
         // also signals a change of memory.events as POLLERR | POLLPRI (kernfs_generic_poll), so
         // there only a failed read (ENODEV) means the group is gone.
         let err = |at: usize, open: bool| {
-            open && ready[at] & (libc::POLLERR | libc::POLLHUP | libc::POLLNVAL) != 0
+            open && ready[at].intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL)
         };
         let events_gone = err(events_at, self.events.is_some())
             && !self.events.as_ref().is_some_and(|e| e.readable());

@@ -39,6 +39,7 @@ pub fn migrate_pages(pid: i32, old: &CpuSet, new: &CpuSet) -> io::Result<u64> {
     };
     let (old, new) = (padded(old), padded(new));
     // SAFETY: both masks are `words` u64s that live across the call; maxnode = their bits.
+    // (Neither rustix nor nix wraps migrate_pages.)
     let r = unsafe {
         libc::syscall(
             libc::SYS_migrate_pages,
@@ -440,8 +441,7 @@ mod tests {
     fn own_affinity_round_trips_for_real() {
         // A thread of our own, so the test process's other threads keep their masks.
         std::thread::spawn(|| {
-            // SAFETY: gettid has no preconditions.
-            let tid = unsafe { libc::gettid() };
+            let tid = rustix::thread::gettid().as_raw_pid();
             let all = get_affinity(tid).unwrap();
             let one: CpuSet = all.first().into_iter().collect();
             set_affinity(tid, &one).unwrap();

@@ -463,8 +463,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
         let t = std::thread::spawn(move || {
-            // SAFETY: gettid has no preconditions.
-            tx.send(unsafe { libc::gettid() }).unwrap();
+            tx.send(rustix::thread::gettid().as_raw_pid()).unwrap();
             stop_rx.recv().ok();
         });
         let tid = rx.recv().unwrap();
@@ -600,8 +599,8 @@ mod tests {
         assert!(p.proc_stat(pid, &mut buf).is_some());
         assert_eq!(p.kept_stat_files(), 1);
         // The kept file is read afresh: it sees the child stop.
-        // SAFETY: a signal to our own child.
-        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        let child_pid = rustix::process::Pid::from_raw(pid).unwrap();
+        rustix::process::kill_process(child_pid, rustix::process::Signal::STOP).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
         while p.proc_stat(pid, &mut buf).unwrap().state != 'T' {
             assert!(std::time::Instant::now() < deadline, "never seen stopped");
