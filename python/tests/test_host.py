@@ -26,6 +26,47 @@ def test_the_preset_runs_under_every_scheduler_and_reports_each_vm():
     assert (ia_s6 < 0.9).all(), ia_s6
 
 
+TWO_HOGS = """
+horizon_ms = 2000
+[[cores]]
+count = 1
+speed = 2
+[[cores]]
+count = 1
+[[vms]]
+name = "a"
+vcpus = 1
+repeat = true
+workload = "serial"
+work_ms = 50
+work_cv = 0.3
+[[vms]]
+name = "b"
+vcpus = 1
+repeat = true
+fast_priority = true
+workload = "serial"
+work_ms = 50
+work_cv = 0.3
+"""
+
+
+def test_aash_gives_a_priority_vm_the_fast_core_and_work_cv_makes_seeds_differ(tmp_path):
+    path = tmp_path / "two-hogs.toml"
+    path.write_text(TWO_HOGS)
+    assert "aash" in host.SCHEDULERS
+    _, vms = host.run(str(path), ["credit", "aash"], seeds=[1, 2])
+
+    def mean(scheduler: str, seed: int, vm: str) -> float:
+        row = vms.filter((pl.col("scheduler") == scheduler) & (pl.col("seed") == seed) & (pl.col("vm") == vm))
+        return row["mean_completion_ms"][0]
+
+    # 50 ms programs: ~25 ms on the SF 2 core, ~50 ms on the slow one. Credit leaves "b" on the
+    # slow core; AASH gives it the fast core (fast_priority).
+    assert mean("aash", 1, "b") < 30 and mean("credit", 1, "b") > 40
+    assert mean("credit", 1, "a") != mean("credit", 2, "a")
+
+
 def test_sim_host_writes_its_tables_and_json_lines(tmp_path, capsys):
     out = tmp_path / "out"
     argv = ["sim", "host", "--scenario", "spec001-sketch", "--scheduler", "credit,ia", "--seeds", "2"]

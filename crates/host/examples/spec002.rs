@@ -65,6 +65,7 @@ fn main() {
             let cfg = RunConfig {
                 horizon: (horizon * MS as f64) as u64,
                 record_intervals: false,
+                seed: 0,
             };
             simulate(&sc.host, &sc.vms, &mut diff, &cfg);
             // The rule as written (no hold).

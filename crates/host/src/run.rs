@@ -3,13 +3,13 @@
 
 use crate::sim::net::{NetStats, PACKET_BITS};
 use crate::sim::sched::{
-    Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams,
+    Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams,
 };
 use crate::sim::MS;
 use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
 
 /// Every scheduler `scheduler` builds, in the order `all` runs them.
-pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia", "diff", "diff-eevdf"];
+pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia", "aash", "diff", "diff-eevdf"];
 
 /// Scenarios bundled with colosched, by name: (name, TOML text).
 pub const PRESETS: &[(&str, &str)] = &[
@@ -51,6 +51,7 @@ pub fn scheduler_seeded(
         "credit" => Box::new(Credit::new(&topo, CreditParams::default())),
         "eevdf" => Box::new(Eevdf::new(&topo, EevdfParams::linux(host.cores.len()))),
         "ia" => Box::new(Ia::new(&topo, IaSchedParams::default()).map_err(|e| format!("ia: {e}"))?),
+        "aash" => Box::new(Aash::new(&topo, CreditParams::default())),
         "diff" => Box::new(Diff::new(&topo, DiffParams::credit(), seed)),
         "diff-eevdf" => Box::new(Diff::new(&topo, DiffParams::eevdf(), seed)),
         _ => {
@@ -104,14 +105,15 @@ pub struct RunResult {
     pub vms: Vec<VmResult>,
 }
 
-/// Runs `scenario` under the scheduler called `name`. `seed` drives the random draws of the
-/// schedulers that make some (`diff`'s leftover CPU); the workloads have no randomness yet.
+/// Runs `scenario` under the scheduler called `name`. `seed` drives the workloads' random draws
+/// (VMs with a `work_cv`) and those of the schedulers that make some (`diff`'s leftover CPU).
 pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, String> {
     scenario.check_for(name)?;
     let mut s = scheduler_seeded(name, &scenario.host, &scenario.vms, seed)?;
     let cfg = RunConfig {
         horizon: (scenario.horizon_ms * MS as f64) as u64,
         record_intervals: false,
+        seed,
     };
     let r = simulate(&scenario.host, &scenario.vms, s.as_mut(), &cfg);
     Ok(RunResult {

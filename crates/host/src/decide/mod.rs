@@ -2,8 +2,10 @@
 //! real host agent will call them unchanged with what its sensors read.
 //!
 //! - `ia`: spec 001, vCPU placement and accounting on fast and slow cores;
-//! - `diff`: spec 002, NSVM classification from ring samples and CPU-pool sizing.
+//! - `diff`: spec 002, NSVM classification from ring samples and CPU-pool sizing;
+//! - `aash`: AASH (VEE 2010), which vCPUs hold the fast cores.
 
+pub mod aash;
 pub mod diff;
 pub mod ia;
 

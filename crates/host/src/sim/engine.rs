@@ -7,6 +7,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use colosched_core::rng::{mix, Rng};
+
 use super::model::{
     Completion, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, VcpuId,
     VcpuStats, Vm, Workload,
@@ -40,6 +42,8 @@ struct VcpuSim {
     /// When the current serial program started.
     started: Nanos,
     stats: VcpuStats,
+    /// Its own stream of work draws (`Vm::work_cv`).
+    rng: Rng,
 }
 
 struct VmSim {
@@ -118,16 +122,15 @@ pub fn simulate(
 ) -> SimResult {
     let topo = Topology::new(host, vms);
     let engine = Engine {
-        vcpus: topo
-            .vcpus
-            .iter()
-            .map(|v| VcpuSim {
-                vm: v.vm,
+        vcpus: (topo.vcpus.iter().enumerate())
+            .map(|(v, vcpu)| VcpuSim {
+                vm: vcpu.vm,
                 activity: Activity::Blocked,
                 on_core: None,
                 last_core: None,
                 started: 0,
                 stats: VcpuStats::default(),
+                rng: Rng::new(mix(mix(cfg.seed) ^ v as u64)),
             })
             .collect(),
         vms: (0..vms.len())
@@ -176,7 +179,7 @@ pub fn simulate(
 impl Engine<'_> {
     fn run(mut self) -> SimResult {
         for v in 0..self.vcpus.len() {
-            let work = self.unit_work(self.vcpus[v].vm);
+            let work = self.unit_work(v);
             self.vcpus[v].activity = Activity::Compute { left: work };
             self.work_assigned += work;
             self.sched.admit(0, v);
@@ -261,17 +264,10 @@ impl Engine<'_> {
         self.heap.push(Reverse((t, self.seq, event)));
     }
 
-    /// The work of one unit of `vm`'s program: a serial run or one parallel phase.
-    fn unit_work(&self, vm: usize) -> f64 {
-        match self.topo.vms[vm].workload {
-            Workload::Serial { work_ms, .. } => work_ms * 1e6,
-            Workload::Parallel { phase_ms, .. } => phase_ms * 1e6,
-            Workload::Network(ref n) => match n.cpu_work_ms {
-                Some(work_ms) => work_ms * 1e6,
-                // No CPU work: a vCPU runs only to take packets (at least one packet's cost).
-                None => (n.cpu_us_per_packet * 1e3).max(1.0),
-            },
-        }
+    /// The work of vCPU `v`'s next unit: a serial run or its share of a parallel phase, drawn
+    /// around the configured mean when its VM has a `work_cv`.
+    fn unit_work(&mut self, v: VcpuId) -> f64 {
+        work_of(&self.topo.vms[self.vcpus[v].vm], &mut self.vcpus[v].rng)
     }
 
     /// One network quantum ending at `now`: every VM's flow moves on with the CPU time its
@@ -425,7 +421,7 @@ impl Engine<'_> {
                     finished: now,
                 });
                 if spec.repeat {
-                    let work = self.unit_work(vm);
+                    let work = work_of(spec, &mut self.vcpus[v].rng);
                     self.vcpus[v].activity = Activity::Compute { left: work };
                     self.vcpus[v].started = now;
                     self.work_assigned += work;
@@ -450,7 +446,7 @@ impl Engine<'_> {
                     });
                 }
                 if n.cpu_work_ms.is_some() && spec.repeat {
-                    let work = self.unit_work(vm);
+                    let work = work_of(spec, &mut self.vcpus[v].rng);
                     self.vcpus[v].activity = Activity::Compute { left: work };
                     self.vcpus[v].started = now;
                     self.work_assigned += work;
@@ -500,7 +496,6 @@ impl Engine<'_> {
             }
         }
         let done = state.done;
-        let work = self.unit_work(vm);
         for t in self.vms[vm].vcpus.clone() {
             let was = self.vcpus[t].activity;
             if let Some(core) = self.vcpus[t].on_core {
@@ -515,6 +510,7 @@ impl Engine<'_> {
                 }
                 continue;
             }
+            let work = self.unit_work(t);
             self.vcpus[t].activity = Activity::Compute { left: work };
             self.work_assigned += work;
             if was == Activity::Blocked {
@@ -636,6 +632,54 @@ impl Engine<'_> {
                 start,
                 end: now,
             });
+        }
+    }
+}
+
+/// The work (speed-1 ns) of one unit of `vm`'s program, drawn around its mean with `rng` when
+/// the VM has a `work_cv`: a serial run or one thread's share of a parallel phase.
+fn work_of(vm: &Vm, rng: &mut Rng) -> f64 {
+    let mean = match vm.workload {
+        Workload::Serial { work_ms, .. } => work_ms * 1e6,
+        Workload::Parallel { phase_ms, .. } => phase_ms * 1e6,
+        Workload::Network(ref n) => match n.cpu_work_ms {
+            Some(work_ms) => work_ms * 1e6,
+            // No CPU work: a vCPU runs only to take packets (at least one packet's cost).
+            None => return (n.cpu_us_per_packet * 1e3).max(1.0),
+        },
+    };
+    mean * lognormal(rng, vm.work_cv)
+}
+
+/// A factor of mean 1 and coefficient of variation `cv`, lognormal (always positive): exp(μ + σZ)
+/// with σ² = ln(1 + cv²), μ = −σ²/2, Z standard normal by Box–Muller. Exactly 1 when `cv` is 0
+/// (and then no number is drawn).
+pub fn lognormal(rng: &mut Rng, cv: f64) -> f64 {
+    if cv <= 0.0 {
+        return 1.0;
+    }
+    let sigma2 = (1.0 + cv * cv).ln();
+    let u = 1.0 - rng.next_f64(); // in (0, 1]
+    let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.next_f64()).cos();
+    (sigma2.sqrt() * z - sigma2 / 2.0).exp()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lognormal_factors_have_mean_one_and_the_asked_spread() {
+        let mut rng = Rng::new(3);
+        assert_eq!(lognormal(&mut rng, 0.0), 1.0);
+        for cv in [0.1, 0.5] {
+            let xs: Vec<f64> = (0..200_000).map(|_| lognormal(&mut rng, cv)).collect();
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+            assert!((mean - 1.0).abs() < 0.01, "cv {cv}: mean {mean}");
+            assert!((sd / cv - 1.0).abs() < 0.05, "cv {cv}: sd {sd}");
+            assert!(xs.iter().all(|&x| x > 0.0));
         }
     }
 }

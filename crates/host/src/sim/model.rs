@@ -90,6 +90,13 @@ pub struct Vm {
     pub repeat: bool,
     /// A per-thread slice request (`sched_setattr`'s `sched_runtime`) for schedulers that use one.
     pub slice_ms: Option<f64>,
+    /// Fast-core priority (`aash`): its vCPUs get fast cores before other VMs'.
+    pub fast_priority: bool,
+    /// Coefficient of variation of its programs' work: each serial program's `work_ms`, each
+    /// thread's share of a parallel phase (`phase_ms`) and each network VM's `cpu_work_ms` is
+    /// drawn from a lognormal distribution with that mean and this CV (`RunConfig::seed`).
+    /// 0 (the default): exactly the configured work.
+    pub work_cv: f64,
 }
 
 impl Vm {
@@ -101,6 +108,8 @@ impl Vm {
             workload,
             repeat: false,
             slice_ms: None,
+            fast_priority: false,
+            work_cv: 0.0,
         }
     }
 }
@@ -154,6 +163,9 @@ pub struct RunConfig {
     pub horizon: Nanos,
     /// Keep every run interval (for tests and timelines; memory grows with the run).
     pub record_intervals: bool,
+    /// Seeds the workloads' random draws (`Vm::work_cv`); each vCPU has its own stream, so a
+    /// seed gives every scheduler the same sequence of program lengths.
+    pub seed: u64,
 }
 
 /// One completed program: a serial vCPU's work or a parallel VM's last barrier.

@@ -22,6 +22,10 @@
 //! weight = 256                   # optional, default 256
 //! repeat = true                  # optional, default false
 //! slice_ms = 1.0                 # optional (EEVDF per-thread slice)
+//! fast_priority = true           # optional, default false: aash gives it fast cores first
+//! work_cv = 0.2                  # optional, default 0: each program's (or thread's phase)
+//!                                # work is drawn lognormal around its mean with this CV,
+//!                                # from the run's seed (0: exactly the mean)
 //! workload = "parallel"          # phases, phase_ms, spin_us
 //! phases = 100
 //! phase_ms = 2
@@ -64,7 +68,16 @@ pub struct Scenario {
 
 const TOP_KEYS: &[&str] = &["name", "horizon_ms", "migration_warmup_ms", "cores", "vms"];
 const CORE_KEYS: &[&str] = &["count", "speed", "reserved"];
-const VM_KEYS: &[&str] = &["name", "vcpus", "weight", "repeat", "slice_ms", "workload"];
+const VM_KEYS: &[&str] = &[
+    "name",
+    "vcpus",
+    "weight",
+    "repeat",
+    "slice_ms",
+    "fast_priority",
+    "work_cv",
+    "workload",
+];
 const SERIAL_KEYS: &[&str] = &["work_ms", "mem_intensity"];
 const PARALLEL_KEYS: &[&str] = &["phases", "phase_ms", "spin_us"];
 const NETWORK_KEYS: &[&str] = &[
@@ -327,6 +340,8 @@ fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
         workload,
         repeat: vm.bool("repeat")?,
         slice_ms,
+        fast_priority: vm.bool("fast_priority")?,
+        work_cv: vm.non_negative("work_cv", Some(0.0))?,
     })
 }
 
@@ -458,6 +473,13 @@ mod tests {
         assert_eq!(s.vms[1].name, "vm1");
         assert_eq!(s.vms[1].weight, 512.0);
         assert_eq!(s.vms[1].slice_ms, Some(1.5));
+        assert_eq!((s.vms[0].fast_priority, s.vms[0].work_cv), (false, 0.0));
+        let s = Scenario::parse(&edited(
+            "repeat = true",
+            "repeat = true\nfast_priority = true\nwork_cv = 0.25",
+        ))
+        .unwrap();
+        assert_eq!((s.vms[0].fast_priority, s.vms[0].work_cv), (true, 0.25));
         assert_eq!(
             s.vms[1].workload,
             Workload::Serial {
@@ -487,7 +509,7 @@ mod tests {
         assert_eq!(
             error(&edited("spin_us = 50", "spin_usec = 50")),
             "vms[0].spin_usec: unknown key (known: name, vcpus, weight, repeat, slice_ms, \
-             workload, phases, phase_ms, spin_us)"
+             fast_priority, work_cv, workload, phases, phase_ms, spin_us)"
         );
         // A serial VM does not take a parallel key.
         assert!(error(&edited("work_ms = 500", "work_ms = 500\nphases = 3"))
@@ -516,6 +538,14 @@ mod tests {
         assert_eq!(
             error(&edited("slice_ms = 1.5", "slice_ms = 0")),
             "vms[1].slice_ms: must be positive, got 0"
+        );
+        assert_eq!(
+            error(&edited("repeat = true", "work_cv = -0.1")),
+            "vms[0].work_cv: must be zero or more, got -0.1"
+        );
+        assert_eq!(
+            error(&edited("repeat = true", "fast_priority = \"yes\"")),
+            "vms[0].fast_priority: expected true or false, got \"yes\""
         );
         assert!(
             error("horizon_ms = 1\n[[vms]]\nvcpus = 1\nworkload = \"serial\"\nwork_ms = 1")

@@ -5,7 +5,7 @@ use proptest::prelude::*;
 
 use super::net::{Network, Protocol};
 use super::sched::{
-    Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams, Stop,
+    Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams, Stop,
     VmObservation,
 };
 use super::*;
@@ -16,6 +16,7 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
     let cfg = RunConfig {
         horizon: horizon_ms * MS,
         record_intervals: true,
+        seed: 0,
     };
     let result = match scheduler {
         "credit" => simulate(
@@ -35,6 +36,12 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
             let mut ia = Ia::new(&topo, IaSchedParams::default()).expect("VMs fit the host");
             simulate(host, vms, &mut ia, &cfg)
         }
+        "aash" => simulate(
+            host,
+            vms,
+            &mut Aash::new(&topo, CreditParams::default()),
+            &cfg,
+        ),
         "diff" => simulate(
             host,
             vms,
@@ -361,13 +368,18 @@ fn arb_vm() -> impl Strategy<Value = Vm> {
         arb_workload(),
         any::<bool>(),
         prop::sample::select(vec![128.0, 256.0, 512.0]),
+        (any::<bool>(), prop::sample::select(vec![0.0, 0.5])),
     )
-        .prop_map(|(vcpus, workload, repeat, weight)| Vm {
-            weight,
-            repeat,
-            slice_ms: if repeat { Some(0.5) } else { None },
-            ..Vm::new("vm", vcpus, workload)
-        })
+        .prop_map(
+            |(vcpus, workload, repeat, weight, (fast_priority, work_cv))| Vm {
+                weight,
+                repeat,
+                fast_priority,
+                work_cv,
+                slice_ms: if repeat { Some(0.5) } else { None },
+                ..Vm::new("vm", vcpus, workload)
+            },
+        )
 }
 
 fn arb_host() -> impl Strategy<Value = Host> {
@@ -401,7 +413,7 @@ proptest! {
     fn invariants_hold_for_random_hosts(
         host in arb_host(),
         vms in prop::collection::vec(arb_vm(), 1..4),
-        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia", "diff", "diff-eevdf"]),
+        scheduler in prop::sample::select(vec!["credit", "eevdf", "ia", "aash", "diff", "diff-eevdf"]),
     ) {
         let usable = host.cores.iter().filter(|c| !c.reserved).count();
         prop_assume!(scheduler != "ia" || vms.iter().all(|v| v.vcpus <= usable));
@@ -456,7 +468,7 @@ proptest! {
         let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
         let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
         let mut diff = Diff::new(&topo, params, seed);
-        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true };
+        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0 };
         let r = simulate(&host, &all, &mut diff, &cfg);
         check_invariants(&host, &r);
         prop_assert!(diff.plans.iter().any(|(_, p)| p.ns_vms.contains(&0)));
@@ -495,6 +507,7 @@ fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
     let cfg = RunConfig {
         horizon: 1000 * MS,
         record_intervals: true,
+        seed: 0,
     };
     let r = simulate(&host, &vms, &mut Credit::new(&topo, params), &cfg);
     check_invariants(&host, &r);
@@ -612,6 +625,7 @@ fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
         let cfg = RunConfig {
             horizon: 6000 * MS,
             record_intervals: true,
+            seed: 0,
         };
         let mut watched = Watched {
             credit: Credit::new(&topo, CreditParams::default()),
@@ -683,6 +697,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
     let cfg = RunConfig {
         horizon: 2000 * MS,
         record_intervals: true,
+        seed: 0,
     };
     for params in [DiffParams::credit(), DiffParams::eevdf()] {
         let mut diff = Diff::new(&topo, params, 5);
@@ -724,4 +739,202 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         };
         assert!(ran(0) > 900 * MS && ran(1) > 900 * MS, "{name}");
     }
+}
+
+/// One fast core (SF 2, core 0) and one slow core.
+fn one_fast_one_slow() -> Host {
+    Host {
+        cores: vec![
+            Core {
+                speed: 2.0,
+                reserved: false,
+            },
+            Core {
+                speed: 1.0,
+                reserved: false,
+            },
+        ],
+        migration_warmup_ms: 0.0,
+    }
+}
+
+/// Time each vCPU ran on `core`, in ms.
+fn time_on(r: &SimResult, core: CoreId) -> Vec<f64> {
+    let mut t = vec![0.0; r.vcpus.len()];
+    for i in r.intervals.iter().filter(|i| i.core == core) {
+        t[i.vcpu] += (i.end - i.start) as f64 / MS as f64;
+    }
+    t
+}
+
+fn hog(name: &str) -> Vm {
+    Vm {
+        repeat: true,
+        ..Vm::new(name, 1, serial(50.0))
+    }
+}
+
+#[test]
+fn aash_shares_the_fast_core_where_credit_leaves_one_vcpu_on_it() {
+    // Two equal CPU-bound VMs on 1 fast + 1 slow core for 600 ms. Credit never moves them:
+    // vCPU 0 keeps the fast core. AASH rotates every 30 ms accounting: the holder keeps it on a
+    // tie, so each holds it 60 ms at a time after the first 30 ms: 300 ms each.
+    let host = one_fast_one_slow();
+    let vms = [hog("a"), hog("b")];
+    let credit = time_on(&run(&host, &vms, "credit", 600), 0);
+    assert_eq!(credit, vec![600.0, 0.0]);
+    let r = run(&host, &vms, "aash", 600);
+    let fast = time_on(&r, 0);
+    assert_eq!(fast, vec![300.0, 300.0]);
+    // And the slow core was never idle: both ran all the time.
+    assert_eq!(r.core_busy_ns, vec![600 * MS, 600 * MS]);
+    // Fairer fast-core time is more work for the VM Credit left on the slow core.
+    let work = |r: &SimResult, v: usize| r.vcpus[v].work_done / 1e6;
+    let credit_run = run(&host, &vms, "credit", 600);
+    assert!((work(&credit_run, 1) - 600.0).abs() < 1e-3);
+    assert!((work(&r, 1) - 900.0).abs() < 1e-3, "{}", work(&r, 1));
+}
+
+#[test]
+fn aash_gives_the_fast_core_to_a_priority_vm_first() {
+    // VM "b" (vCPU 1) has fast-core priority: it takes the fast core at time 0 and keeps it.
+    let host = one_fast_one_slow();
+    let vms = [
+        hog("a"),
+        Vm {
+            fast_priority: true,
+            ..hog("b")
+        },
+    ];
+    let r = run(&host, &vms, "aash", 600);
+    let first = r.intervals.iter().find(|i| i.core == 0).unwrap();
+    assert_eq!((first.vcpu, first.start), (1, 0));
+    assert_eq!(time_on(&r, 0), vec![0.0, 600.0]);
+    // Two priority VMs and one other on 1 fast + 2 slow cores: the priority ones share the fast
+    // core; the other never gets it.
+    let mut host = one_fast_one_slow();
+    host.cores.push(host.cores[1]);
+    let vms = [
+        hog("a"),
+        Vm {
+            fast_priority: true,
+            ..hog("b")
+        },
+        Vm {
+            fast_priority: true,
+            ..hog("c")
+        },
+    ];
+    let fast = time_on(&run(&host, &vms, "aash", 600), 0);
+    assert_eq!(fast[0], 0.0);
+    assert!(
+        (fast[1] - 300.0).abs() <= 30.0 && (fast[2] - 300.0).abs() <= 30.0,
+        "{fast:?}"
+    );
+}
+
+#[test]
+fn aash_is_credit_on_a_symmetric_host() {
+    let host = Host::symmetric(2);
+    let vms = [
+        hog("a"),
+        Vm::new("p", 2, parallel(20, 3.0, 50.0)),
+        Vm {
+            fast_priority: true,
+            ..hog("b")
+        },
+    ];
+    let credit = run(&host, &vms, "credit", 500);
+    let aash = run(&host, &vms, "aash", 500);
+    assert_eq!(credit.intervals, aash.intervals);
+    assert_eq!(credit.completions, aash.completions);
+}
+
+/// The spec001-sketch preset, shortened, with every VM's work drawn at `work_cv`.
+fn sketch_with_cv(work_cv: f64) -> Scenario {
+    let mut sc = crate::run::preset("spec001-sketch").unwrap();
+    sc.horizon_ms = 2000.0;
+    for vm in &mut sc.vms {
+        vm.work_cv = work_cv;
+    }
+    sc
+}
+
+#[test]
+fn a_seed_gives_one_run_and_seeds_differ_only_with_work_cv() {
+    use crate::run::run as run_named;
+    for name in ["credit", "aash"] {
+        // Debug text, as NaN (no flow) is not equal to itself.
+        let same = |a: &crate::run::RunResult, b: &crate::run::RunResult| {
+            format!("{:?}", a.vms) == format!("{:?}", b.vms)
+        };
+        let sc = sketch_with_cv(0.3);
+        let a = run_named(&sc, name, 1).unwrap();
+        assert!(same(&a, &run_named(&sc, name, 1).unwrap()), "{name}");
+        let b = run_named(&sc, name, 2).unwrap();
+        for vm in 0..4 {
+            assert_ne!(
+                a.vms[vm].mean_completion_ms, b.vms[vm].mean_completion_ms,
+                "{name} vm {vm}"
+            );
+        }
+        // No spread asked: every seed gives the same run (only the seed field differs).
+        let sc = sketch_with_cv(0.0);
+        let a = run_named(&sc, name, 1).unwrap();
+        let b = run_named(&sc, name, 2).unwrap();
+        assert!(same(&a, &b), "{name}");
+    }
+}
+
+#[test]
+fn drawn_work_keeps_its_mean_and_spread() {
+    // One vCPU alone on a core runs 10 ms programs back to back for 10 s: each completion time
+    // is its program's work. With CV 0.5, ~1000 programs: the mean within 0.8 ms of 10 (five
+    // standard errors) and the CV within 0.1 of 0.5.
+    let host = Host::symmetric(1);
+    for seed in 1..=4 {
+        let vm = Vm {
+            repeat: true,
+            work_cv: 0.5,
+            ..Vm::new("s", 1, serial(10.0))
+        };
+        let topo = Topology::new(&host, std::slice::from_ref(&vm));
+        let cfg = RunConfig {
+            horizon: 10_000 * MS,
+            record_intervals: true,
+            seed,
+        };
+        let mut credit = Credit::new(&topo, CreditParams::default());
+        let r = simulate(&host, std::slice::from_ref(&vm), &mut credit, &cfg);
+        check_invariants(&host, &r);
+        let t: Vec<f64> = (r.completions.iter())
+            .map(|c| (c.finished - c.started) as f64 / MS as f64)
+            .collect();
+        let n = t.len() as f64;
+        let mean = t.iter().sum::<f64>() / n;
+        let sd = (t.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+        assert!(n > 900.0, "{n}");
+        assert!((mean - 10.0).abs() < 0.8, "seed {seed}: mean {mean}");
+        assert!(
+            (sd / mean - 0.5).abs() < 0.1,
+            "seed {seed}: cv {}",
+            sd / mean
+        );
+    }
+}
+
+#[test]
+fn drawn_phases_make_threads_wait_at_barriers() {
+    // Two threads on two cores with equal phases arrive together and never spin; with drawn
+    // phase lengths one waits for the other at almost every barrier.
+    let host = Host::symmetric(2);
+    let vm = |work_cv| Vm {
+        work_cv,
+        ..Vm::new("p", 2, parallel(50, 2.0, 10_000.0))
+    };
+    let even = run(&host, &[vm(0.0)], "credit", 1_000);
+    assert_eq!(even.vcpus[0].spin_ns + even.vcpus[1].spin_ns, 0);
+    let drawn = run(&host, &[vm(0.3)], "credit", 1_000);
+    assert!(drawn.vcpus[0].spin_ns + drawn.vcpus[1].spin_ns > 10 * MS);
+    assert!(drawn.completions[0].finished > even.completions[0].finished);
 }

@@ -141,12 +141,22 @@ impl Credit {
         self.v(v).priority
     }
 
+    /// The core `v` runs on, or whose queue it waits in (or will wake in).
+    pub fn home(&self, v: VcpuId) -> CoreId {
+        self.v(v).core
+    }
+
+    /// Make `v` wait (or wake) in `core`'s queue next time it is queued.
+    pub(super) fn set_home(&mut self, v: VcpuId, core: CoreId) {
+        self.v_mut(v).core = core;
+    }
+
     /// The vCPUs waiting in `core`'s queue, in the order they would run.
     pub fn queue(&self, core: CoreId) -> &[VcpuId] {
         &self.cores[core].queue
     }
 
-    fn kick(&mut self, core: CoreId) {
+    pub(super) fn kick(&mut self, core: CoreId) {
         if !self.cores[core].kicked {
             self.cores[core].kicked = true;
             self.kicks.push(core);
@@ -191,21 +201,131 @@ impl Credit {
         self.v_mut(v).core = core;
     }
 
-    /// The head of a peer's queue with a priority above `than` (`None`: any), peers in order
-    /// from the core after `core`.
-    fn steal(&mut self, core: CoreId, than: Option<Priority>) -> Option<VcpuId> {
+    /// The head of a peer's queue (its first `allowed` vCPU) with a priority above `than`
+    /// (`None`: any), peers in order from the core after `core`.
+    fn steal(
+        &mut self,
+        core: CoreId,
+        than: Option<Priority>,
+        allowed: &dyn Fn(VcpuId) -> bool,
+    ) -> Option<VcpuId> {
         let n = self.pool.len();
         let start = self.pool.iter().position(|&c| c == core)?;
         for i in 1..n {
             let peer = self.pool[(start + i) % n];
-            if let Some(&v) = self.cores[peer].queue.first() {
-                if than.is_none_or(|p| self.v(v).priority > p) {
-                    self.cores[peer].queue.remove(0);
-                    return Some(v);
+            let queue = &self.cores[peer].queue;
+            if let Some(at) = queue.iter().position(|&v| allowed(v)) {
+                if than.is_none_or(|p| self.v(queue[at]).priority > p) {
+                    return Some(self.cores[peer].queue.remove(at));
                 }
             }
         }
         None
+    }
+
+    /// The vCPU running on `core`, if any.
+    pub fn current(&self, core: CoreId) -> Option<VcpuId> {
+        self.cores[core].current
+    }
+
+    /// Make `core` decide now and give up its vCPU (AASH's rotation).
+    pub(super) fn preempt(&mut self, core: CoreId) {
+        self.cores[core].preempt = true;
+        self.kick(core);
+    }
+
+    /// Take `v` out of the queue it waits in; false if it was not waiting.
+    pub(super) fn unqueue(&mut self, v: VcpuId) -> bool {
+        let core = self.v(v).core;
+        let queue = &mut self.cores[core].queue;
+        match queue.iter().position(|&w| w == v) {
+            Some(at) => {
+                queue.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The first half of `schedule`: account for `prev` and queue it if it stops. Returns the
+    /// dispatch when it keeps its core (its slice is not over and nobody preempts it).
+    pub(super) fn stop(
+        &mut self,
+        now: Nanos,
+        core: CoreId,
+        prev: Option<(VcpuId, Stop)>,
+    ) -> Option<Dispatch> {
+        self.cores[core].kicked = false;
+        if let Some((v, stop)) = prev {
+            self.burn(core, now);
+            if now >= self.cores[core].next_tick {
+                if self.v(v).priority == Priority::Boost {
+                    self.v_mut(v).priority = Priority::Under;
+                }
+                self.cores[core].next_tick = self.next_tick_after(now);
+            }
+            match stop {
+                Stop::Runnable => {
+                    let c = &self.cores[core];
+                    if now < c.slice_end && !c.preempt {
+                        return Some(Dispatch {
+                            vcpu: Some(v),
+                            until: self.until(core),
+                        });
+                    }
+                    self.enqueue(core, v);
+                }
+                Stop::Blocked => {}
+                Stop::Finished => {
+                    let s = self.v_mut(v);
+                    s.finished = true;
+                    s.active = false;
+                }
+            }
+            self.cores[core].current = None;
+        }
+        self.cores[core].preempt = false;
+        None
+    }
+
+    /// Credit's choice for `core` among the waiting vCPUs that are `allowed`: its first local
+    /// one if above OVER, else a peer's of a higher priority, else its first local one.
+    pub(super) fn pick(
+        &mut self,
+        core: CoreId,
+        allowed: &dyn Fn(VcpuId) -> bool,
+    ) -> Option<VcpuId> {
+        let local = self.cores[core].queue.iter().position(|&v| allowed(v));
+        let head = local.map(|at| self.v(self.cores[core].queue[at]).priority);
+        match (head, local) {
+            (Some(p), Some(at)) if p > Priority::Over => Some(self.cores[core].queue.remove(at)),
+            _ => match self.steal(core, head, allowed) {
+                Some(v) => Some(v),
+                None => local.map(|at| self.cores[core].queue.remove(at)),
+            },
+        }
+    }
+
+    /// The second half of `schedule`: run `next` on `core` for a slice (or idle).
+    pub(super) fn start(&mut self, now: Nanos, core: CoreId, next: Option<VcpuId>) -> Dispatch {
+        let Some(v) = next else {
+            return Dispatch::IDLE;
+        };
+        self.v_mut(v).core = core;
+        let slice_end = now + ms(self.params.slice_ms).max(1);
+        let next_tick = self.next_tick_after(now);
+        let c = &mut self.cores[core];
+        c.current = Some(v);
+        c.exec_start = now;
+        c.slice_end = slice_end;
+        c.next_tick = next_tick;
+        if !self.cores[core].queue.is_empty() {
+            self.kick_an_idle_core(core);
+        }
+        Dispatch {
+            vcpu: Some(v),
+            until: self.until(core),
+        }
     }
 
     fn next_tick_after(&self, now: Nanos) -> Nanos {
@@ -261,63 +381,11 @@ impl Scheduler for Credit {
     }
 
     fn schedule(&mut self, now: Nanos, core: CoreId, prev: Option<(VcpuId, Stop)>) -> Dispatch {
-        self.cores[core].kicked = false;
-        if let Some((v, stop)) = prev {
-            self.burn(core, now);
-            if now >= self.cores[core].next_tick {
-                if self.v(v).priority == Priority::Boost {
-                    self.v_mut(v).priority = Priority::Under;
-                }
-                self.cores[core].next_tick = self.next_tick_after(now);
-            }
-            match stop {
-                Stop::Runnable => {
-                    let c = &self.cores[core];
-                    if now < c.slice_end && !c.preempt {
-                        return Dispatch {
-                            vcpu: Some(v),
-                            until: self.until(core),
-                        };
-                    }
-                    self.enqueue(core, v);
-                }
-                Stop::Blocked => {}
-                Stop::Finished => {
-                    let s = self.v_mut(v);
-                    s.finished = true;
-                    s.active = false;
-                }
-            }
-            self.cores[core].current = None;
+        if let Some(d) = self.stop(now, core, prev) {
+            return d;
         }
-        self.cores[core].preempt = false;
-        let head = self.cores[core].queue.first().map(|&v| self.v(v).priority);
-        let next = match head {
-            Some(p) if p > Priority::Over => Some(self.cores[core].queue.remove(0)),
-            _ => match self.steal(core, head) {
-                Some(v) => Some(v),
-                None if head.is_some() => Some(self.cores[core].queue.remove(0)),
-                None => None,
-            },
-        };
-        let Some(v) = next else {
-            return Dispatch::IDLE;
-        };
-        self.v_mut(v).core = core;
-        let slice_end = now + ms(self.params.slice_ms).max(1);
-        let next_tick = self.next_tick_after(now);
-        let c = &mut self.cores[core];
-        c.current = Some(v);
-        c.exec_start = now;
-        c.slice_end = slice_end;
-        c.next_tick = next_tick;
-        if !self.cores[core].queue.is_empty() {
-            self.kick_an_idle_core(core);
-        }
-        Dispatch {
-            vcpu: Some(v),
-            until: self.until(core),
-        }
+        let next = self.pick(core, &|_| true);
+        self.start(now, core, next)
     }
 
     fn take_kicks(&mut self) -> Vec<CoreId> {

@@ -6,11 +6,13 @@
 //! by a *kick* (after a wake-up, to preempt or to let an idle core steal). `schedule` may keep
 //! the same vCPU running.
 
+pub mod aash;
 pub mod credit;
 pub mod diff;
 pub mod eevdf;
 pub mod ia;
 
+pub use aash::Aash;
 pub use credit::{Credit, CreditParams};
 pub use diff::{Diff, DiffParams, PoolScheduler};
 pub use eevdf::{Eevdf, EevdfParams};
