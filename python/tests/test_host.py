@@ -21,9 +21,10 @@ def test_the_preset_runs_under_every_scheduler_and_reports_each_vm():
     rel = host.normalised(vms)
     credit = rel.filter(pl.col("scheduler") == "credit")["vs_credit"]
     assert credit.to_list() == pytest.approx([1.0] * credit.len())
-    # IA gives the serial 6-vCPU VM the slow cores to itself: faster than Credit's sharing.
+    # IA keeps the serial 6-vCPU VM on the slow cores: faster than Credit's sharing (by 5 %
+    # since the 8-vCPU gang holds its cores for the whole slot; docs/host-sim.md, spec 001).
     ia_s6 = rel.filter((pl.col("scheduler") == "ia") & (pl.col("vm") == "s6"))["vs_credit"]
-    assert (ia_s6 < 0.9).all(), ia_s6
+    assert (ia_s6 < 1.0).all(), ia_s6
 
 
 TWO_HOGS = """

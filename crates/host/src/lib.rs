@@ -8,9 +8,11 @@
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
 //! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
+//! - `spec001`: spec 001's experiments on the presets (test sets, fairness, overhead).
 //!
 //! See docs/host-sim.md for the model and for every choice made where the specs are uncertain.
 
 pub mod decide;
 pub mod run;
 pub mod sim;
+pub mod spec001;

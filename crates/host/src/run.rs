@@ -17,6 +17,34 @@ pub const PRESETS: &[(&str, &str)] = &[
         "spec001-sketch",
         include_str!("../scenarios/spec001-sketch.toml"),
     ),
+    ("spec001-w1", include_str!("../scenarios/spec001-w1.toml")),
+    ("spec001-w2", include_str!("../scenarios/spec001-w2.toml")),
+    ("spec001-w3", include_str!("../scenarios/spec001-w3.toml")),
+    ("spec001-w4", include_str!("../scenarios/spec001-w4.toml")),
+    (
+        "spec001-fair-blackscholes",
+        include_str!("../scenarios/spec001-fair-blackscholes.toml"),
+    ),
+    (
+        "spec001-fair-fluidanimate",
+        include_str!("../scenarios/spec001-fair-fluidanimate.toml"),
+    ),
+    (
+        "spec001-fair-facesim",
+        include_str!("../scenarios/spec001-fair-facesim.toml"),
+    ),
+    (
+        "spec001-fair-libquantum",
+        include_str!("../scenarios/spec001-fair-libquantum.toml"),
+    ),
+    (
+        "spec001-fair-calculix",
+        include_str!("../scenarios/spec001-fair-calculix.toml"),
+    ),
+    (
+        "spec001-fair-namd",
+        include_str!("../scenarios/spec001-fair-namd.toml"),
+    ),
     (
         "spec002-queue1",
         include_str!("../scenarios/spec002-queue1.toml"),
@@ -110,20 +138,26 @@ pub struct RunResult {
 pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, String> {
     scenario.check_for(name)?;
     let mut s = scheduler_seeded(name, &scenario.host, &scenario.vms, seed)?;
+    Ok(run_with(scenario, s.as_mut(), seed))
+}
+
+/// Runs `scenario` under a scheduler built by the caller (for parameters other than the
+/// defaults, as spec 001's sensitivity sweep needs); `seed` is recorded as `run` does.
+pub fn run_with(scenario: &Scenario, sched: &mut dyn Scheduler, seed: u64) -> RunResult {
     let cfg = RunConfig {
         horizon: (scenario.horizon_ms * MS as f64) as u64,
         record_intervals: false,
         seed,
     };
-    let r = simulate(&scenario.host, &scenario.vms, s.as_mut(), &cfg);
-    Ok(RunResult {
+    let r = simulate(&scenario.host, &scenario.vms, sched, &cfg);
+    RunResult {
         scenario: scenario.name.clone(),
-        scheduler: name.to_string(),
+        scheduler: sched.name().to_string(),
         seed,
         end_ms: r.end as f64 / MS as f64,
         events: r.events,
         vms: per_vm(scenario, &r),
-    })
+    }
 }
 
 fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {

@@ -66,8 +66,9 @@ struct CoreState {
     slot_end: Nanos,
     /// A gang sibling this core must run at its next decision.
     forced: Option<VcpuId>,
-    /// The core serves a gang until then.
+    /// The core serves a gang (of this VM) until then.
     gang_until: Nanos,
+    gang_vm: Option<usize>,
     kicked: bool,
 }
 
@@ -297,6 +298,14 @@ impl Ia {
         None
     }
 
+    /// Whether `core` may run a member of `vm`'s gang now: it serves no gang this slot, or it
+    /// serves `vm`'s (a member that blocked at a barrier and woke comes back), and no other
+    /// member is already on its way.
+    fn free_for_gang(&self, core: CoreId, vm: usize, now: Nanos) -> bool {
+        let c = &self.cores[core];
+        (c.gang_until <= now || c.gang_vm == Some(vm)) && c.forced.is_none()
+    }
+
     /// Algorithm 5: run the waiting siblings of `v` on their own cores now.
     fn gang(&mut self, v: VcpuId, now: Nanos) {
         let vm = self.vcpus[v].vm;
@@ -306,16 +315,17 @@ impl Ia {
         let until = now + self.slot_ns();
         let leader_core = self.vcpus[v].core;
         self.cores[leader_core].gang_until = until;
+        self.cores[leader_core].gang_vm = Some(vm);
         for s in self.vm_vcpus[vm].clone() {
             if s == v {
                 continue;
             }
             let c = self.vcpus[s].core;
             let waiting_there = self.queue_of(c, s).is_some();
-            let core_free = self.cores[c].gang_until <= now && self.cores[c].forced.is_none();
-            if waiting_there && c != leader_core && core_free {
+            if waiting_there && c != leader_core && self.free_for_gang(c, vm, now) {
                 self.cores[c].forced = Some(s);
                 self.cores[c].gang_until = until;
+                self.cores[c].gang_vm = Some(vm);
                 self.kick(c);
             }
         }
@@ -363,15 +373,18 @@ impl Scheduler for Ia {
         let gang_running = self.vm_vcpus[vm]
             .iter()
             .any(|&s| s != v && self.vcpus[s].running);
-        let c = &self.cores[core];
         if self.params.coschedule
             && self.parallel[vm]
             && gang_running
-            && c.gang_until <= now
-            && c.forced.is_none()
+            && self.free_for_gang(core, vm, now)
         {
-            self.cores[core].forced = Some(v);
-            self.cores[core].gang_until = now + self.slot_ns();
+            let until = now + self.slot_ns();
+            let c = &mut self.cores[core];
+            c.forced = Some(v);
+            if c.gang_vm != Some(vm) || c.gang_until <= now {
+                c.gang_until = until;
+                c.gang_vm = Some(vm);
+            }
             self.kick(core);
         } else {
             self.kick_an_idle_core(core);
@@ -630,5 +643,36 @@ mod tests {
         s.schedule(0, 1, None);
         s.schedule(0, 0, None);
         assert!(s.take_kicks().is_empty());
+    }
+
+    #[test]
+    fn a_gang_member_that_blocked_and_woke_gets_its_gang_slot_back() {
+        // Two slow cores; a 2-vCPU parallel VM and two serial hogs. The gang starts at 0 for a
+        // 10 ms slot; at 1 ms vCPU 1 reaches a barrier and blocks, and its core runs a hog; at
+        // 2 ms the barrier is released while vCPU 0 still runs. The slot belongs to the gang:
+        // vCPU 1 preempts the hog at once instead of waiting for the hog's slot to end.
+        let vms = [parallel_vm(2), serial_vm(1), serial_vm(1)];
+        let topo = Topology::new(&Host::symmetric(2), &vms);
+        let mut s = Ia::new(&topo, IaSchedParams::default()).unwrap();
+        for v in 0..4 {
+            s.admit(0, v);
+        }
+        s.take_kicks();
+        assert_eq!(s.schedule(0, 0, None).vcpu, Some(0));
+        assert_eq!(s.schedule(0, 1, None).vcpu, Some(1));
+        let hog = if s.home(2) == 1 { 2 } else { 3 };
+        assert_eq!(s.schedule(MS, 1, Some((1, Stop::Blocked))).vcpu, Some(hog));
+        s.take_kicks();
+        s.wake(2 * MS, 1);
+        assert_eq!(s.take_kicks(), vec![1]);
+        assert_eq!(
+            s.schedule(2 * MS, 1, Some((hog, Stop::Runnable))).vcpu,
+            Some(1)
+        );
+        // Once the slot is over, a core that served the gang is free again: the hog, woken
+        // alone, does not preempt (no BOOST), and a gang of another VM may take the core.
+        assert!(s.free_for_gang(1, 1, 10 * MS));
+        assert!(!s.free_for_gang(1, 1, 5 * MS));
+        assert!(s.free_for_gang(1, 0, 5 * MS));
     }
 }
