@@ -6,11 +6,14 @@
 //! - `fairness`: the spread of scaled completion times over 5 equal VMs (Fig. 6);
 //! - `overhead`: the test sets on a symmetric host, IA over Credit (Fig. 7);
 //! - `sensitivity`: IA over a (μ, Threshold) grid (Figs 8, 9);
-//! - `barriers`: the parallel programs' barrier interval and spin budget swept, IA over Credit.
+//! - `barriers`: the parallel programs' barrier interval and spin budget swept, IA over Credit;
+//! - `gang-sr`: IA with the gang as built and with siblings that have no SR left kept out of it
+//!   (`IaSchedParams::gang_needs_sr`), on the sets and on their symmetric variant;
+//! - `spread`: the sets with every program's length drawn (`work_cv` 0.2), over the seeds.
 //!
 //! `cargo run --release -p colosched-host --example spec001 -- [horizon_ms] [seeds] [sections…]`
-//! (defaults: the presets' 20 000 ms, 3 seeds, every section). Seeds are passed to every run;
-//! until the workloads draw random numbers, every seed gives the same run.
+//! (defaults: the presets' 20 000 ms, 3 seeds, every section). The presets set no `work_cv`, so
+//! every seed gives the same run except in `spread`.
 
 use std::time::Instant;
 
@@ -37,8 +40,78 @@ fn ia_with(sc: &Scenario, mu: f64, threshold: f64, seed: u64) -> RunResult {
         },
         ..IaSchedParams::default()
     };
+    ia_params(sc, params, seed)
+}
+
+fn ia_params(sc: &Scenario, params: IaSchedParams, seed: u64) -> RunResult {
     let mut ia = Ia::new(&Topology::new(&sc.host, &sc.vms), params).unwrap();
     run_with(sc, &mut ia, seed)
+}
+
+/// Each VM's completion time over Credit's, with "p " before the parallel ones, and their
+/// geometric mean.
+fn ratio_cells(r: &RunResult, base: &RunResult) -> (String, f64) {
+    let n = normalised(r, base);
+    let cells: Vec<String> = n
+        .iter()
+        .map(|&(par, x)| format!("{}{x:.3}", if par { "p " } else { "" }))
+        .collect();
+    (
+        cells.join(" | "),
+        geomean(&n.iter().map(|x| x.1).collect::<Vec<_>>()),
+    )
+}
+
+/// IA's gang as built (every waiting sibling joins, paying SR it may not have) against a gang of
+/// only the siblings with SR left, on the asymmetric sets and on their symmetric variants.
+fn gang_sr(horizon: Option<f64>) {
+    println!(
+        "\n#### IA's gang with and without siblings that have no SR left, over Credit (seed 1)\n"
+    );
+    println!("| host | set | gang | VM1 (2) | VM2 (2) | VM3 (6) | VM4 (8) | geomean |");
+    println!("|---|---|---|---|---|---|---|---|");
+    for set in SETS {
+        let asym = scenario(set, horizon);
+        for (host, sc) in [
+            ("2 fast + 6 slow", asym.clone()),
+            ("symmetric", symmetric(&asym)),
+        ] {
+            let base = run(&sc, "credit", 1).unwrap();
+            for (gang, needs_sr) in [("every sibling", false), ("siblings with SR", true)] {
+                let params = IaSchedParams {
+                    gang_needs_sr: needs_sr,
+                    ..IaSchedParams::default()
+                };
+                let (cells, geo) = ratio_cells(&ia_params(&sc, params, 1), &base);
+                println!("| {host} | {set} | {gang} | {cells} | {geo:.3} |");
+            }
+        }
+    }
+}
+
+/// The sets with every program's length drawn around its mean (`work_cv` 0.2): each set's
+/// geometric mean over Credit's, mean (min–max) over the seeds, each seed normalised to Credit
+/// under the same seed.
+fn seed_spread(horizon: Option<f64>, seeds: u64) {
+    println!(
+        "\n#### Test sets with work_cv 0.2: geometric mean over Credit's, over {seeds} seeds\n"
+    );
+    println!("| set | ia | eevdf |");
+    println!("|---|---|---|");
+    for set in SETS {
+        let mut sc = scenario(set, horizon);
+        for vm in &mut sc.vms {
+            vm.work_cv = 0.2;
+        }
+        let mut geos = [Vec::new(), Vec::new()];
+        for seed in 1..=seeds {
+            let base = run(&sc, "credit", seed).unwrap();
+            for (i, name) in ["ia", "eevdf"].iter().enumerate() {
+                geos[i].push(ratio_cells(&run(&sc, name, seed).unwrap(), &base).1);
+            }
+        }
+        println!("| {set} | {} | {} |", spread(&geos[0]), spread(&geos[1]));
+    }
 }
 
 /// "mean (min–max)" of `xs`, or just the value when all are equal.
@@ -294,5 +367,11 @@ fn main() {
     }
     if want("barriers") {
         barriers(horizon);
+    }
+    if want("gang-sr") {
+        gang_sr(horizon);
+    }
+    if want("spread") {
+        seed_spread(horizon, seeds);
     }
 }

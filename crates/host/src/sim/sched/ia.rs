@@ -17,7 +17,8 @@
 //!   in its own core's queue is run there at once, for one slot, unless that core already serves
 //!   another gang this slot (first come, first served: open question 5). A sibling that wakes
 //!   while another is running joins the gang the same way. Gang members pay SR by their own core's
-//!   SF. Program type comes from the workload (open question 6).
+//!   SF, SR or not (`gang_needs_sr` keeps those without SR out). Program type comes from the
+//!   workload (open question 6).
 //! - Wake-ups do not preempt otherwise (no BOOST); an idle core is kicked to steal.
 
 use super::{Dispatch, Scheduler, Stop};
@@ -34,6 +35,9 @@ pub struct IaSchedParams {
     pub slot_ms: f64,
     /// Run the vCPUs of parallel VMs together (Algorithm 5).
     pub coschedule: bool,
+    /// Only siblings with SR left join a gang (open question 5); false: every waiting sibling
+    /// joins, and pays SR it does not have.
+    pub gang_needs_sr: bool,
 }
 
 impl Default for IaSchedParams {
@@ -42,6 +46,7 @@ impl Default for IaSchedParams {
             ia: IaParams::default(),
             slot_ms: 10.0,
             coschedule: true,
+            gang_needs_sr: false,
         }
     }
 }
@@ -306,6 +311,11 @@ impl Ia {
         (c.gang_until <= now || c.gang_vm == Some(vm)) && c.forced.is_none()
     }
 
+    /// Whether sibling `s` may be forced into its VM's gang.
+    fn may_join(&self, s: VcpuId) -> bool {
+        !self.params.gang_needs_sr || self.vcpus[s].sr > 0.0
+    }
+
     /// Algorithm 5: run the waiting siblings of `v` on their own cores now.
     fn gang(&mut self, v: VcpuId, now: Nanos) {
         let vm = self.vcpus[v].vm;
@@ -322,7 +332,11 @@ impl Ia {
             }
             let c = self.vcpus[s].core;
             let waiting_there = self.queue_of(c, s).is_some();
-            if waiting_there && c != leader_core && self.free_for_gang(c, vm, now) {
+            if waiting_there
+                && c != leader_core
+                && self.may_join(s)
+                && self.free_for_gang(c, vm, now)
+            {
                 self.cores[c].forced = Some(s);
                 self.cores[c].gang_until = until;
                 self.cores[c].gang_vm = Some(vm);
@@ -376,6 +390,7 @@ impl Scheduler for Ia {
         if self.params.coschedule
             && self.parallel[vm]
             && gang_running
+            && self.may_join(v)
             && self.free_for_gang(core, vm, now)
         {
             let until = now + self.slot_ns();
