@@ -154,6 +154,10 @@ pub struct RunConfig {
     pub horizon: Nanos,
     /// Keep every run interval (for tests and timelines; memory grows with the run).
     pub record_intervals: bool,
+    /// The network quantum (`sim::net`): packets move once per quantum, so latencies are
+    /// multiples of it. `NET_QUANTUM` (1 ms) unless a scenario asks for less; it must divide
+    /// the monitor's `SAMPLE_PERIOD` (10 ms).
+    pub net_quantum: Nanos,
 }
 
 /// One completed program: a serial vCPU's work or a parallel VM's last barrier.
