@@ -373,6 +373,8 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
         runs, vms = host.run(args.scenario, names, seeds, progress=tick)
     wall = time.perf_counter() - started
     vms = host.normalised(vms, baseline=names[0])
+    pings = host.pings(vms)
+    vms = vms.drop("ping_rtts_ms")
     meta = {
         "command": "sim host",
         "version": __version__,
@@ -386,12 +388,13 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
     written = [
         outputs.atomic_write(args.out / "summary.csv", runs.write_csv),
         outputs.atomic_write(args.out / "vms.parquet", vms.write_parquet),
+        outputs.atomic_write(args.out / "pings.parquet", pings.write_parquet),
         outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
     ]
     if not args.no_report:
         from colosched.host_report import write_host_report
 
-        written.append(write_host_report(args.out, vms, meta, baseline=names[0]))
+        written.append(write_host_report(args.out, vms, meta, baseline=names[0], pings=pings))
     if args.json:
         for row in vms.iter_rows(named=True):
             print(json.dumps(row), flush=True)

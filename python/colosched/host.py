@@ -45,8 +45,10 @@ def run(
     """Runs `scenario` (a preset name or a TOML file) under each scheduler and seed.
 
     Returns (runs, vms): one row per run (scenario, scheduler, seed, end_ms, events), and one
-    row per VM and run. The whole scenario is checked for every scheduler before the first run,
-    so bad input fails fast (ValueError naming the file and key)."""
+    row per VM and run; `vms.ping_rtts_ms` holds every answered ping's round trip (a list, empty
+    for VMs without pings; `pings` makes it one row per sample). The whole scenario is checked
+    for every scheduler before the first run, so bad input fails fast (ValueError naming the
+    file and key)."""
     names = expand_schedulers(schedulers)
     loaded = _native.HostScenario(str(scenario))  # read and checked once, run many times
     loaded.check(names)
@@ -63,6 +65,19 @@ def run(
     return _keys_first(pl.DataFrame(runs), ["scenario", "scheduler", "seed"]), _keys_first(
         pl.DataFrame(vms, infer_schema_length=None),
         ["scenario", "scheduler", "seed", "vm", "vcpus", "workload"],
+    )
+
+
+def pings(vms: pl.DataFrame) -> pl.DataFrame:
+    """One row per answered ping: scenario, scheduler, seed, vm, sample (its order in the run)
+    and rtt_ms, from the `ping_rtts_ms` lists of `run`'s vms."""
+    keys = ["scenario", "scheduler", "seed", "vm"]
+    return (
+        vms.select(*keys, pl.col("ping_rtts_ms").cast(pl.List(pl.Float64)))
+        .filter(pl.col("ping_rtts_ms").list.len() > 0)
+        .with_columns(sample=pl.int_ranges(0, pl.col("ping_rtts_ms").list.len()))
+        .explode("ping_rtts_ms", "sample")
+        .select(*keys, pl.col("sample").cast(pl.UInt32), pl.col("ping_rtts_ms").alias("rtt_ms"))
     )
 
 

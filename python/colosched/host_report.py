@@ -3,12 +3,17 @@
     from colosched.host_report import write_host_report
     write_host_report(Path("out/host"), vms, meta, baseline="credit")   # report.html + fighost-*.png
 
-Figures (more come with the network workload, spec 002):
+Figures:
   fighost-1.png  each VM's mean completion time over the baseline scheduler's (spec 001's
               normalised completion time; below 1 is faster)
   fighost-2.png  each VM's time on a core, computing and spinning at barriers, per scheduler
   fighost-3.png  network VMs (spec 002): throughput, and ping round trips (median, 99th
               percentile) — only when the scenario has a network VM
+  fighost-4.png  the ping round trips' CDF per network VM, one line per scheduler (spec 002's
+              Fig. 14) — only when some ping was answered
+  fighost-5.png  fairness: each VM's CPU time over the baseline's (spec 002's fairness ratio,
+              Fig. 15), and the spread of scaled completion times across equal VMs (spec 001's
+              Fig. 6)
 
 Written like the cluster report: into a staging directory, then renamed into place, report.html
 last, so a failure never leaves a report that looks complete.
@@ -23,9 +28,10 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from colosched.host import per_vm
+from colosched.host import pings as ping_rows
 from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, _render, publish
 
-FIGURE_FILES = ["fighost-1.png", "fighost-2.png", "fighost-3.png"]
+FIGURE_FILES = [f"fighost-{i}.png" for i in range(1, 6)]
 REQUIRED = ["scheduler", "seed", "vm", "vcpus", "workload", "completions", "mean_completion_ms"]
 REQUIRED += ["run_ms", "spin_ms"]
 COLOURS = {
@@ -145,6 +151,117 @@ def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
     )
 
 
+def _fig_latency_cdf(pings: pl.DataFrame, schedulers, colours) -> _Figure | None:
+    if pings.height == 0:
+        return None
+    vms_order = list(dict.fromkeys(pings["vm"].to_list()))[:4]
+    fig = Figure(figsize=(5.5 * len(vms_order), 4))
+    lo, hi = pings["rtt_ms"].min(), pings["rtt_ms"].max()
+    worst = []
+    for i, vm in enumerate(vms_order):
+        ax = fig.add_subplot(1, len(vms_order), i + 1)
+        for s in schedulers:
+            rtts = np.sort(
+                pings.filter((pl.col("vm") == vm) & (pl.col("scheduler") == s))["rtt_ms"].to_numpy()
+            )
+            if rtts.size == 0:
+                continue
+            ax.step(rtts, np.arange(1, rtts.size + 1) / rtts.size, where="post", color=colours[s], label=s)
+            worst.append((float(np.percentile(rtts, 99)), s, vm))
+        if lo > 0 and hi / lo > 20:
+            ax.set_xscale("log")
+        ax.set_xlabel("ping round trip, ms")
+        ax.set_ylabel("fraction of answered pings")
+        ax.set_title(f"Ping latency CDF: {vm}")
+        ax.grid(alpha=0.3)
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    png, size = _render(fig)
+    p99, s, vm = max(worst)
+    return _Figure(
+        "host-4",
+        "Distribution of the ping round trips of each network VM, per scheduler (pooled over seeds)",
+        "spec 002, Fig. 14: Diff moves the whole ping CDF left of Credit's (mean 71 → 32 ms and 96 → 37 ms).",
+        f"Slowest tail: {vm} under {s}, 99th percentile {_fmt(p99, '.2f')} ms.",
+        png,
+        size,
+    )
+
+
+def _sct_spread(vms: pl.DataFrame) -> pl.DataFrame:
+    """spec 001's fairness: per scheduler, the standard deviation of the scaled completion time
+    t_i / mean_j t_j across VMs of equal shape (vCPUs, workload; two or more), per seed, then
+    averaged over seeds."""
+    shape = ["vcpus", "workload"]
+    done = vms.filter(pl.col("mean_completion_ms").is_not_null() & pl.col("mean_completion_ms").is_not_nan())
+    by = ["scheduler", "seed", *shape]
+    sct = done.with_columns(
+        (pl.col("mean_completion_ms") / pl.col("mean_completion_ms").mean().over(by)).alias("sct"),
+        pl.len().over(by).alias("equal"),
+    ).filter(pl.col("equal") >= 2)
+    return (
+        sct.group_by(by, maintain_order=True)
+        .agg(pl.col("sct").std(ddof=0).alias("std"), pl.col("vm").n_unique().alias("vms"))
+        .group_by("scheduler", *shape, maintain_order=True)
+        .agg(pl.col("std").mean(), pl.col("vms").first())
+    )
+
+
+def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseline: str) -> _Figure:
+    base = agg.filter(pl.col("scheduler") == baseline).select("vm", pl.col("run_ms").alias("_base"))
+    ratio = agg.join(base, on="vm", how="left").with_columns(
+        (pl.col("run_ms") / pl.col("_base")).alias("cpu_vs")
+    )
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    _grouped(left, ratio, "cpu_vs", schedulers, vms_order, colours)
+    left.axhline(1.0, color="#444", linewidth=0.8)
+    left.set_ylabel(f"CPU time / {baseline}'s")
+    left.set_title("CPU time per VM over the baseline's (spec 002)")
+    left.legend()
+    spread = _sct_spread(vms)
+    if spread.height:
+        named = spread.with_columns(
+            pl.format("{}× {} vCPU {}", "vms", "vcpus", "workload").alias("vm")  # the bars' groups
+        )
+        groups = list(dict.fromkeys(named["vm"].to_list()))
+        _grouped(right, named, "std", schedulers, groups, colours)
+        right.set_ylabel("std of scaled completion time")
+        right.legend()
+    else:
+        right.text(
+            0.5, 0.5, "no two VMs of the same shape", ha="center", va="center", transform=right.transAxes
+        )
+    right.set_title("Spread across equal VMs (spec 001)")
+    fig.tight_layout()
+    png, size = _render(fig)
+    others = ratio.filter((pl.col("scheduler") != baseline) & pl.col("cpu_vs").is_not_null())
+    here = "Only the baseline ran."
+    if others.height:
+        r = (
+            others.with_columns((pl.col("cpu_vs") - 1).abs().alias("_d"))
+            .sort("_d", descending=True)
+            .row(0, named=True)
+        )
+        ratio = _fmt(r["cpu_vs"], ".3f")
+        here = f"Largest change of CPU time: {r['vm']} under {r['scheduler']}, {ratio}× {baseline}'s."
+    if spread.height:
+        worst = spread.sort("std", descending=True).row(0, named=True)
+        std = _fmt(worst["std"], ".3f")
+        here += f" Widest spread of scaled completion time: {worst['scheduler']}, std {std}."
+    return _Figure(
+        "host-5",
+        "Fairness: each VM's CPU time over the baseline's, and the spread of completion times "
+        "across equal VMs",
+        "spec 002, Fig. 15: the NSVMs' CPU under Diff over Credit's 1.008–1.034. spec 001, Fig. 6: "
+        "std of the scaled completion time t_i / mean t across 5 equal VMs ≤ 0.02 under IA, "
+        "Credit's the largest.",
+        here,
+        png,
+        size,
+    )
+
+
 def _table(agg: pl.DataFrame, baseline: str) -> str:
     head = "<tr>" + "".join(
         f"<th>{_e(h)}</th>"
@@ -164,9 +281,13 @@ def _table(agg: pl.DataFrame, baseline: str) -> str:
     )
 
 
-def write_host_report(out_dir: Path, vms: pl.DataFrame, meta: dict | None, baseline: str) -> Path:
-    """Writes `out_dir/report.html` and its figures; returns the path of report.html. Raises
-    ValueError before writing anything when `vms` lacks a column or holds no run of `baseline`."""
+def write_host_report(
+    out_dir: Path, vms: pl.DataFrame, meta: dict | None, baseline: str, pings: pl.DataFrame | None = None
+) -> Path:
+    """Writes `out_dir/report.html` and its figures; returns the path of report.html. `pings`
+    (one row per answered ping, `host.pings`) defaults to the `ping_rtts_ms` lists in `vms`, if
+    any. Raises ValueError before writing anything when `vms` lacks a column or holds no run of
+    `baseline`."""
     missing = [c for c in REQUIRED if c not in vms.columns]
     if missing:
         raise ValueError(f"vms: missing column(s) {', '.join(missing)}")
@@ -183,6 +304,12 @@ def write_host_report(out_dir: Path, vms: pl.DataFrame, meta: dict | None, basel
     network = _fig_network(agg, schedulers, colours)
     if network:
         figures.append(network)
+    if pings is None and "ping_rtts_ms" in vms.columns:
+        pings = ping_rows(vms)
+    cdf = _fig_latency_cdf(pings, schedulers, colours) if pings is not None else None
+    if cdf:
+        figures.append(cdf)
+    figures.append(_fig_fairness(vms, agg, schedulers, vms_order, colours, baseline))
     page = "\n".join(
         [
             "<!DOCTYPE html>",

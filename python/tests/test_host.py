@@ -78,9 +78,12 @@ def test_sim_host_writes_its_tables_and_json_lines(tmp_path, capsys):
     summary = pl.read_csv(out / "summary.csv")
     assert summary.columns == ["scenario", "scheduler", "seed", "end_ms", "events"]
     assert pl.read_parquet(out / "vms.parquet").height == len(lines)
+    assert "ping_rtts_ms" not in pl.read_parquet(out / "vms.parquet").columns
+    assert pl.read_parquet(out / "pings.parquet").height == 0, "no network VM, no ping"
     assert json.loads((out / "meta.json").read_text())["schedulers"] == ["credit", "ia"]
     page = (out / "report.html").read_text()
-    assert "colosched host report" in page and page.count("data:image/png;base64,") == 2
+    assert "colosched host report" in page and page.count("data:image/png;base64,") == 3
+    assert 'id="fighost-5"' in page and 'id="fighost-4"' not in page, "fairness; no CDF without pings"
     assert (out / "fighost-1.png").stat().st_size > 1000
     assert cli.main([*argv, "--out", str(out), "--no-report"]) == 0
     assert not (out / "report.html").exists(), "an old report is not left beside new results"
@@ -131,6 +134,37 @@ def test_spec002_queue2_diff_serves_the_network_vm_better_and_the_report_shows_i
     argv = ["sim", "host", "--scenario", "spec002-queue2", "--scheduler", "credit,diff", "--out", str(out)]
     assert cli.main(argv) == 0
     page = (out / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 3 and 'id="fighost-3"' in page
+    assert page.count("data:image/png;base64,") == 5 and 'id="fighost-3"' in page and 'id="fighost-4"' in page
+    pings = pl.read_parquet(out / "pings.parquet")
+    assert pings.columns == ["scenario", "scheduler", "seed", "vm", "sample", "rtt_ms"]
+    answered = {
+        r["scheduler"]: r["pings_answered"] for r in vms.filter(pl.col("vm") == "vm1").iter_rows(named=True)
+    }
+    assert dict(pings.group_by("scheduler").len().iter_rows()) == answered, "one row per answered ping"
+    assert set(pings["vm"]) == {"vm1"} and (pings["rtt_ms"] >= 30).all(), "2 × 15 ms of link at least"
     assert cli.main(["sim", "host", "--scenario", "spec001-sketch", "--out", str(out)]) == 0
     assert not (out / "fighost-3.png").exists(), "no network figure left from the earlier run"
+    assert not (out / "fighost-4.png").exists() and (out / "fighost-5.png").exists()
+
+
+def test_pings_are_one_row_per_sample_and_fairness_spread_is_spec001s_std():
+    from colosched.host_report import _sct_spread
+
+    vms = pl.DataFrame(
+        {
+            "scenario": ["s"] * 4,
+            "scheduler": ["credit"] * 4,
+            "seed": [1] * 4,
+            "vm": ["a", "b", "c", "n"],
+            "vcpus": [2, 2, 4, 1],
+            "workload": ["serial", "serial", "serial", "network"],
+            "mean_completion_ms": [100.0, 300.0, 50.0, None],
+            "ping_rtts_ms": [[], [], [], [3.0, 1.0, 2.0]],
+        }
+    )
+    p = host.pings(vms)
+    assert p["rtt_ms"].to_list() == [3.0, 1.0, 2.0] and p["sample"].to_list() == [0, 1, 2]
+    assert set(p["vm"]) == {"n"}
+    # a and b are equal (2-vCPU serial): SCT = 0.5 and 1.5, std 0.5; c has no twin.
+    spread = _sct_spread(vms)
+    assert spread.height == 1 and spread["std"][0] == pytest.approx(0.5) and spread["vms"][0] == 2

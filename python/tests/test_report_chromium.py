@@ -96,6 +96,37 @@ def test_host_report_renders_in_headless_chromium(tmp_path):
     red = (abs(pixels - np.array([0xD6, 0x27, 0x28])) < 8).all(axis=-1)
     assert red.sum() > 5000, red.sum()
     dom = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "p2").stdout
-    assert dom.count("<img ") == 2 and 'id="fighost-1"' in dom and 'id="fighost-2"' in dom
+    assert dom.count("<img ") == 3 and all(f'id="fighost-{i}"' in dom for i in (1, 2, 5))
     summary = re.search(r'<table class="summary">.*?</table>', dom, re.S).group(0)
     assert summary.count("<tr>") == 1 + 2 * 4, "a header and one row per scheduler and VM"
+
+
+def test_host_report_latency_cdf_and_fairness_render_in_headless_chromium(tmp_path):
+    # A network scenario: all five figures, the ping CDF (fighost-4) and fairness (fighost-5) among
+    # them, load as images in the browser, with no page errors.
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
+    from colosched import host
+    from colosched.host_report import write_host_report
+
+    _, vms = host.run("spec002-queue1", ["credit", "diff"], seeds=[1])
+    page = write_host_report(tmp_path / "out", vms, {"scenario": "spec002-queue1"}, "credit")
+    r = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "p")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [line for line in r.stderr.splitlines() if PAGE_TROUBLE.search(line)] == []
+    for i in range(1, 6):
+        assert re.search(rf'<figure id="fighost-{i}">\s*<img src="data:image/png;base64,', r.stdout), i
+    # Only the CDF and fairness figures, screenshotted alone: their lines and bars are drawn.
+    for i in (4, 5):
+        png = tmp_path / "out" / f"fighost-{i}.png"
+        solo = tmp_path / f"solo{i}.html"
+        solo.write_text(f'<!DOCTYPE html><html><body style="margin:0"><img src="{png.name}"></body></html>')
+        (tmp_path / png.name).write_bytes(png.read_bytes())
+        shot = tmp_path / f"shot{i}.png"
+        r = chromium(
+            f"--screenshot={shot}", "--window-size=1280,600", solo.as_uri(), profile=tmp_path / f"q{i}"
+        )
+        assert r.returncode == 0 and [x for x in r.stderr.splitlines() if PAGE_TROUBLE.search(x)] == []
+        pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
+        green = (abs(pixels - np.array([0x2C, 0xA0, 0x2C])) < 8).all(axis=-1)  # diff's colour
+        assert green.sum() > 200, (i, green.sum())

@@ -7,7 +7,7 @@
 //! `cargo run --release -p colosched-host --example spec002 [horizon_ms] [seeds]`
 
 use colosched_host::run::{preset, run};
-use colosched_host::sim::net::Protocol;
+use colosched_host::sim::net::{Protocol, NET_QUANTUM};
 use colosched_host::sim::sched::{Diff, DiffParams};
 use colosched_host::sim::{simulate, RunConfig, Topology, Workload, MS};
 
@@ -66,6 +66,7 @@ fn main() {
                 horizon: (horizon * MS as f64) as u64,
                 record_intervals: false,
                 seed: 0,
+                net_quantum: NET_QUANTUM,
             };
             simulate(&sc.host, &sc.vms, &mut diff, &cfg);
             // The rule as written (no hold).

@@ -119,6 +119,9 @@ pub struct VmResult {
     pub ping_mean_ms: f64,
     pub ping_p50_ms: f64,
     pub ping_p99_ms: f64,
+    /// Every answered ping's round trip, in ms, in the order the replies arrived (empty for VMs
+    /// without pings): the latency CDF's samples.
+    pub ping_rtts_ms: Vec<f64>,
 }
 
 /// One run: a scenario under a scheduler.
@@ -148,6 +151,7 @@ pub fn run_with(scenario: &Scenario, sched: &mut dyn Scheduler, seed: u64) -> Ru
         horizon: (scenario.horizon_ms * MS as f64) as u64,
         record_intervals: false,
         seed,
+        net_quantum: (scenario.net_quantum_ms * MS as f64).round() as u64,
     };
     let r = simulate(&scenario.host, &scenario.vms, sched, &cfg);
     RunResult {
@@ -173,7 +177,8 @@ fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {
             let none = NetStats::default();
             let net = r.net[i].as_ref();
             let n = net.unwrap_or(&none);
-            let mut pings = n.ping_ms.clone();
+            let rtts = n.ping_ms.clone();
+            let mut pings = rtts.clone();
             pings.sort_by(f64::total_cmp);
             let seconds = r.end as f64 / 1e9;
             VmResult {
@@ -191,6 +196,7 @@ fn per_vm(scenario: &Scenario, r: &SimResult) -> Vec<VmResult> {
                 ping_mean_ms: pings.iter().sum::<f64>() / pings.len() as f64,
                 ping_p50_ms: percentile(&pings, 0.5),
                 ping_p99_ms: percentile(&pings, 0.99),
+                ping_rtts_ms: rtts,
                 completions: times.len(),
                 mean_completion_ms: times.iter().sum::<f64>() / times.len() as f64,
                 run_ms: stats.iter().map(|s| ms(s.compute_ns + s.spin_ns)).sum(),
@@ -255,9 +261,11 @@ mod tests {
                 assert_eq!(vm1.workload, "network");
                 assert!(vm1.throughput_mbit_s > 10.0 && vm1.throughput_mbit_s <= 160.0);
                 assert!(vm1.pings_sent >= 39 && vm1.pings_answered <= vm1.pings_sent);
+                assert_eq!(vm1.ping_rtts_ms.len() as u64, vm1.pings_answered);
                 let other = &r.vms[1];
                 assert!(other.throughput_mbit_s.is_nan() && other.ping_mean_ms.is_nan());
                 assert_eq!((other.ring_drops, other.pings_sent), (0, 0));
+                assert!(other.ping_rtts_ms.is_empty());
             }
             assert!(credit.vms[0].ring_drops > 0);
             assert!(
@@ -268,6 +276,47 @@ mod tests {
             );
             assert!(diff.vms[0].ring_drops < credit.vms[0].ring_drops);
         }
+    }
+
+    /// An echo VM (pings, no delay, 5 µs per request) on the one usable core, with `hogs` CPU
+    /// hogs, under `eevdf` with 10 µs network quanta: its ping round trips, sorted.
+    fn echo_rtts(hogs: usize, slice: &str) -> Vec<f64> {
+        let mut text = format!(
+            "horizon_ms = 5000\nnet_quantum_ms = 0.01\n[[cores]]\ncount = 1\nreserved = true\n\
+             [[cores]]\ncount = 1\n[[vms]]\nname = \"echo\"\nvcpus = 1\nworkload = \"network\"\n\
+             protocol = \"icmp\"\ndelay_ms = 0\ncap_mbit_s = 10000\ncpu_us_per_packet = 5\n\
+             ping_interval_ms = 100.04\n{slice}\n"
+        );
+        for i in 0..hogs {
+            text += &format!(
+                "[[vms]]\nname = \"hog{i}\"\nvcpus = 1\nrepeat = true\nworkload = \"serial\"\n\
+                 work_ms = 1000\n"
+            );
+        }
+        let r = run(&Scenario::parse(&text).unwrap(), "eevdf", 1).unwrap();
+        let mut rtts = r.vms[0].ping_rtts_ms.clone();
+        assert!(rtts.len() >= 45, "{rtts:?}");
+        rtts.sort_by(f64::total_cmp);
+        rtts
+    }
+
+    #[test]
+    fn a_fine_quantum_resolves_the_wake_up_wait_and_a_short_slice_cuts_it() {
+        // Alone: the ping arrives, the vCPU wakes and drains it at once; the reply is seen two
+        // quanta later.
+        let alone = echo_rtts(0, "");
+        assert!(alone.iter().all(|&t| t <= 0.03 + 1e-9), "{alone:?}");
+        // Beside one hog the woken VM has more lag than the hog and preempts it at once.
+        assert_eq!(percentile(&echo_rtts(1, ""), 0.99), 0.02);
+        // Beside two under the default 1.5 ms slice (2 CPUs): a hog that has just started its
+        // slice is eligible and protected (RUN_TO_PARITY), so some waits run to that slice's
+        // end, noticed at a 4 ms tick.
+        let default = echo_rtts(2, "");
+        let p99 = percentile(&default, 0.99);
+        assert!(p99 > 1.0 && p99 <= 4.1, "{default:?}");
+        // A 0.5 ms slice breaks the protection and preempts at once (PREEMPT_SHORT).
+        let short = echo_rtts(2, "slice_ms = 0.5");
+        assert!(percentile(&short, 0.99) <= 0.05, "{short:?}");
     }
 
     #[test]

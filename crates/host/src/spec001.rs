@@ -123,6 +123,7 @@ mod tests {
                     ping_mean_ms: f64::NAN,
                     ping_p50_ms: f64::NAN,
                     ping_p99_ms: f64::NAN,
+                    ping_rtts_ms: Vec::new(),
                 })
                 .collect(),
         }

@@ -721,6 +721,7 @@ impl HostScenario {
                     "link_drops": v.link_drops, "pings_answered": v.pings_answered,
                     "pings_sent": v.pings_sent, "ping_mean_ms": num(v.ping_mean_ms),
                     "ping_p50_ms": num(v.ping_p50_ms), "ping_p99_ms": num(v.ping_p99_ms),
+                    "ping_rtts_ms": v.ping_rtts_ms,
                 })
             })
             .collect();

@@ -13,7 +13,7 @@ use super::model::{
     Completion, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, VcpuId,
     VcpuStats, Vm, Workload,
 };
-use super::net::{NetSim, NET_QUANTUM};
+use super::net::NetSim;
 use super::sched::{Dispatch, Scheduler, Stop, VmObservation, SAMPLE_PERIOD};
 
 /// Work (speed-1 ns) below which a unit counts as finished (absorbs float rounding).
@@ -141,7 +141,11 @@ pub fn simulate(
                 started: 0,
                 done: false,
                 net: match &vms[vm].workload {
-                    Workload::Network(n) => Some(NetSim::new(n.clone())),
+                    Workload::Network(n) => {
+                        let mut net = NetSim::new(n.clone());
+                        net.quantum = cfg.net_quantum;
+                        Some(net)
+                    }
                     _ => None,
                 },
                 running: 0,
@@ -189,7 +193,7 @@ impl Engine<'_> {
             self.push(t, Event::Periodic);
         }
         if self.sched.observes() || self.vms.iter().any(|vm| vm.net.is_some()) {
-            self.push(NET_QUANTUM, Event::Net);
+            self.push(self.cfg.net_quantum, Event::Net);
         }
         let mut now = 0;
         let mut events = 0u64;
@@ -208,7 +212,7 @@ impl Engine<'_> {
                 }
                 Event::Net => {
                     self.net_tick(t);
-                    self.push(t + NET_QUANTUM, Event::Net);
+                    self.push(t + self.cfg.net_quantum, Event::Net);
                 }
                 Event::Core { core, generation } => {
                     if generation == self.cores[core].generation {

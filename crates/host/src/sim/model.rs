@@ -166,6 +166,10 @@ pub struct RunConfig {
     /// Seeds the workloads' random draws (`Vm::work_cv`); each vCPU has its own stream, so a
     /// seed gives every scheduler the same sequence of program lengths.
     pub seed: u64,
+    /// The network quantum (`sim::net`): packets move once per quantum, so latencies are
+    /// multiples of it. `NET_QUANTUM` (1 ms) unless a scenario asks for less; it must divide
+    /// the monitor's `SAMPLE_PERIOD` (10 ms).
+    pub net_quantum: Nanos,
 }
 
 /// One completed program: a serial vCPU's work or a parallel VM's last barrier.

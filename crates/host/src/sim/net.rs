@@ -2,7 +2,8 @@
 //! bandwidth cap, a receive ring and a transmit ring of `ring_slots` (256) slots, and a guest that
 //! drains the receive ring only while one of its vCPUs runs.
 //!
-//! **Time is cut into quanta** of `NET_QUANTUM` (1 ms): the engine calls `NetSim::tick` once per
+//! **Time is cut into quanta** of `NET_QUANTUM` (1 ms; a scenario's `net_quantum_ms` may ask for
+//! down to 1 µs, `RunConfig::net_quantum`): the engine calls `NetSim::tick` once per
 //! quantum with the CPU time the VM had in the quantum just ended, and every packet moves in
 //! batches of whole packets per quantum. At 160 Mbit/s that is ~13 packets per batch, so one
 //! event per quantum replaces ~13 per-packet events; what is lost is where inside a quantum a
@@ -30,7 +31,7 @@
 //!   to the sender one delay after it happened (ring) or one RTT after (shaper) and halves the
 //!   window (and sets the slow-start threshold there), at most once per RTT (2 × delay + one
 //!   quantum); lost packets leave the flight and are sent again as new data.
-//! - **ICMP echo**: one 100-byte request every 100 ms through the same shaper and ring; the
+//! - **ICMP echo**: one 100-byte request every `ping_interval_ms` (100) through the same shaper and ring; the
 //!   reply leaves when the guest drains the request. Latency = reply arrival − request sent.
 
 use std::collections::VecDeque;
@@ -48,7 +49,7 @@ pub const LINK_BUFFER: u64 = 256;
 pub const TCP_RWND: f64 = 2048.0;
 /// TCP's initial window, in packets.
 pub const TCP_INITIAL_WINDOW: f64 = 10.0;
-/// ICMP echo requests per second.
+/// The default time between ICMP echo requests.
 pub const PING_INTERVAL: Nanos = 100 * MS;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,6 +78,8 @@ pub struct Network {
     /// ICMP echo 10/s.
     pub ping: bool,
     pub ring_slots: u64,
+    /// Time between pings (`PING_INTERVAL`, 100 ms, unless a scenario says otherwise).
+    pub ping_interval_ms: f64,
     /// Which vCPUs take the rings' interrupts and drain them: only the first (`false`, the
     /// default: netfront's event channel is bound to vCPU 0 and a single-queue NIC's NAPI polls
     /// where its interrupt lands) or any of the VM's vCPUs (`true`: interrupts follow whichever
@@ -97,6 +100,7 @@ impl Network {
             cpu_work_ms: Some(1000.0),
             ping: true,
             ring_slots: 256,
+            ping_interval_ms: 100.0,
             any_vcpu: false,
         }
     }
@@ -192,6 +196,8 @@ pub struct NetStats {
 #[derive(Clone, Debug)]
 pub struct NetSim {
     pub spec: Network,
+    /// The time step (`RunConfig::net_quantum`; `NET_QUANTUM` unless the engine sets it).
+    pub quantum: Nanos,
     pub tcp: Tcp,
     udp_credit: f64,
     next_ping: Nanos,
@@ -217,6 +223,7 @@ impl NetSim {
     pub fn new(spec: Network) -> NetSim {
         NetSim {
             spec,
+            quantum: NET_QUANTUM,
             tcp: Tcp::new(),
             udp_credit: 0.0,
             next_ping: 0,
@@ -289,7 +296,7 @@ impl NetSim {
     /// give the rings in it. Returns the packets drained (their CPU cost is the caller's).
     pub fn tick(&mut self, now: Nanos, service: f64) -> u64 {
         let delay = self.delay();
-        let rtt = 2 * delay + NET_QUANTUM;
+        let rtt = 2 * delay + self.quantum;
         self.tx = 0;
         // 1. The sender hears back.
         while self.back.front().is_some_and(|&(t, _)| t <= now) {
@@ -300,7 +307,7 @@ impl NetSim {
             }
         }
         // 2. The sender sends.
-        let q = NET_QUANTUM as f64 / 1e9;
+        let q = self.quantum as f64 / 1e9;
         let data = match self.spec.protocol {
             Protocol::Tcp => {
                 let n = self.tcp.can_send();
@@ -325,7 +332,7 @@ impl NetSim {
             );
         }
         if self.spec.ping && now >= self.next_ping {
-            self.next_ping = now + PING_INTERVAL;
+            self.next_ping = now + ms(self.spec.ping_interval_ms);
             self.stats.pings_sent += 1;
             self.enqueue_link(
                 Batch {
@@ -418,6 +425,7 @@ mod tests {
             cpu_work_ms: None,
             ping: false,
             ring_slots: 256,
+            ping_interval_ms: 100.0,
             any_vcpu: false,
         })
     }

@@ -6,6 +6,7 @@
 //! name = "two-classes"
 //! horizon_ms = 20000
 //! migration_warmup_ms = 0.5      # optional, default 0
+//! net_quantum_ms = 1             # optional, default 1: network time step (whole µs dividing 10 ms)
 //!
 //! [[cores]]                      # a group of identical cores
 //! count = 2
@@ -49,6 +50,7 @@
 //! cpu_us_per_packet = 5          # guest CPU work per packet drained
 //! cpu_work_ms = 1000             # optional: CPU work per vCPU besides the network
 //! ping = true                    # optional, default true: ICMP echo 10/s
+//! ping_interval_ms = 100         # optional, default 100: time between pings
 //! ring_slots = 256               # optional, default 256
 //! drain_on = "vcpu0"             # optional: "vcpu0" (default) or "any" vCPU drains the rings
 //! ```
@@ -62,11 +64,20 @@ use super::net::{Network, Protocol};
 pub struct Scenario {
     pub name: String,
     pub horizon_ms: f64,
+    /// The network quantum (`RunConfig::net_quantum`), in ms: 1 unless the file says less.
+    pub net_quantum_ms: f64,
     pub host: Host,
     pub vms: Vec<Vm>,
 }
 
-const TOP_KEYS: &[&str] = &["name", "horizon_ms", "migration_warmup_ms", "cores", "vms"];
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "horizon_ms",
+    "migration_warmup_ms",
+    "net_quantum_ms",
+    "cores",
+    "vms",
+];
 const CORE_KEYS: &[&str] = &["count", "speed", "reserved"];
 const VM_KEYS: &[&str] = &[
     "name",
@@ -90,6 +101,7 @@ const NETWORK_KEYS: &[&str] = &[
     "ping",
     "ring_slots",
     "drain_on",
+    "ping_interval_ms",
 ];
 
 /// A value as it would be written, for error messages (tables and arrays by their type).
@@ -244,6 +256,17 @@ impl Scenario {
         let name = top.str("name")?.unwrap_or("scenario").to_string();
         let horizon_ms = top.positive("horizon_ms", None)?;
         let migration_warmup_ms = top.non_negative("migration_warmup_ms", Some(0.0))?;
+        // Whole microseconds that divide the monitor's 10 ms period, at most 1 ms.
+        let divides = |x: f64| {
+            let us = (x * 1e3).round();
+            (x * 1e3 - us).abs() < 1e-9 && (1.0..=1000.0).contains(&us) && 10_000 % us as u64 == 0
+        };
+        let net_quantum_ms = top.checked(
+            "net_quantum_ms",
+            "whole microseconds from 0.001 to 1 that divide 10 ms",
+            divides,
+            Some(1.0),
+        )?;
         let mut cores = Vec::new();
         for group in top.tables("cores")? {
             group.only(CORE_KEYS)?;
@@ -262,6 +285,7 @@ impl Scenario {
         Ok(Scenario {
             name,
             horizon_ms,
+            net_quantum_ms,
             host: Host {
                 cores,
                 migration_warmup_ms,
@@ -390,6 +414,7 @@ fn parse_network(vm: &At) -> Result<Network, String> {
         cpu_work_ms,
         ping,
         ring_slots: vm.count("ring_slots", Some(256.0))? as u64,
+        ping_interval_ms: vm.positive("ping_interval_ms", Some(100.0))?,
         any_vcpu: match vm.str("drain_on")? {
             None | Some("vcpu0") => false,
             Some("any") => true,
@@ -524,7 +549,7 @@ mod tests {
         );
         assert_eq!(
             error(&edited("horizon_ms = 20000", "horizon = 20000")),
-            "horizon: unknown key (known: name, horizon_ms, migration_warmup_ms, cores, vms)"
+            "horizon: unknown key (known: name, horizon_ms, migration_warmup_ms, net_quantum_ms, cores, vms)"
         );
         assert_eq!(
             error(&edited("workload = \"serial\"", "workload = \"io\"")),
@@ -617,6 +642,44 @@ mod tests {
             net("cpu_work_ms = 1000", "ping = \"yes\""),
             "vms[0].ping: expected true or false, got \"yes\""
         );
+        assert_eq!(
+            net("cpu_work_ms = 1000", "ping_interval_ms = 0"),
+            "vms[0].ping_interval_ms: must be positive, got 0"
+        );
+    }
+
+    #[test]
+    fn the_network_quantum_and_ping_interval() {
+        let s = Scenario::parse(NET).unwrap();
+        let Workload::Network(n) = &s.vms[0].workload else {
+            panic!()
+        };
+        assert_eq!((s.net_quantum_ms, n.ping_interval_ms), (1.0, 100.0));
+        let finer = NET.replacen(
+            "horizon_ms = 1000",
+            "horizon_ms = 1000\nnet_quantum_ms = 0.01",
+            1,
+        );
+        let finer = finer.replacen("cpu_work_ms = 1000", "ping_interval_ms = 100.04", 1);
+        let s = Scenario::parse(&finer).unwrap();
+        let Workload::Network(n) = &s.vms[0].workload else {
+            panic!()
+        };
+        assert_eq!((s.net_quantum_ms, n.ping_interval_ms), (0.01, 100.04));
+        for bad in ["0.003", "0.0005", "2", "0"] {
+            let text = NET.replacen(
+                "horizon_ms = 1000",
+                &format!("horizon_ms = 1\nnet_quantum_ms = {bad}"),
+                1,
+            );
+            assert_eq!(
+                error(&text),
+                format!(
+                    "net_quantum_ms: must be whole microseconds from 0.001 to 1 that divide \
+                     10 ms, got {bad}"
+                )
+            );
+        }
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use proptest::prelude::*;
 
-use super::net::{Network, Protocol};
+use super::net::{Network, Protocol, NET_QUANTUM};
 use super::sched::{
     Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams, Stop,
     VmObservation,
@@ -17,6 +17,7 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
         horizon: horizon_ms * MS,
         record_intervals: true,
         seed: 0,
+        net_quantum: NET_QUANTUM,
     };
     let result = match scheduler {
         "credit" => simulate(
@@ -355,6 +356,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                         cpu_work_ms: cpu_work,
                         ping,
                         ring_slots: slots,
+                        ping_interval_ms: 100.0,
                         any_vcpu,
                     })
                 }
@@ -455,6 +457,7 @@ proptest! {
             cpu_work_ms: Some(5.0),
             ping: true,
             ring_slots: 256,
+            ping_interval_ms: 100.0,
             any_vcpu: false,
         };
         // A CPU hog that never becomes an NSVM, so the flood's pool is never the whole host.
@@ -468,7 +471,7 @@ proptest! {
         let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
         let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
         let mut diff = Diff::new(&topo, params, seed);
-        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0 };
+        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0, net_quantum: NET_QUANTUM };
         let r = simulate(&host, &all, &mut diff, &cfg);
         check_invariants(&host, &r);
         prop_assert!(diff.plans.iter().any(|(_, p)| p.ns_vms.contains(&0)));
@@ -489,6 +492,7 @@ fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
         cpu_work_ms: Some(1000.0),
         ping: false,
         ring_slots: 256,
+        ping_interval_ms: 100.0,
         any_vcpu: false,
     };
     let mut vms = vec![
@@ -508,6 +512,7 @@ fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
         horizon: 1000 * MS,
         record_intervals: true,
         seed: 0,
+        net_quantum: NET_QUANTUM,
     };
     let r = simulate(&host, &vms, &mut Credit::new(&topo, params), &cfg);
     check_invariants(&host, &r);
@@ -626,6 +631,7 @@ fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
             horizon: 6000 * MS,
             record_intervals: true,
             seed: 0,
+            net_quantum: NET_QUANTUM,
         };
         let mut watched = Watched {
             credit: Credit::new(&topo, CreditParams::default()),
@@ -686,6 +692,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         cpu_work_ms: Some(1000.0),
         ping: false,
         ring_slots: 256,
+        ping_interval_ms: 100.0,
         any_vcpu: false,
     };
     let mut vms = vec![Vm::new("net", 1, Workload::Network(net))];
@@ -698,6 +705,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         horizon: 2000 * MS,
         record_intervals: true,
         seed: 0,
+        net_quantum: NET_QUANTUM,
     };
     for params in [DiffParams::credit(), DiffParams::eevdf()] {
         let mut diff = Diff::new(&topo, params, 5);
@@ -903,6 +911,7 @@ fn drawn_work_keeps_its_mean_and_spread() {
             horizon: 10_000 * MS,
             record_intervals: true,
             seed,
+            net_quantum: NET_QUANTUM,
         };
         let mut credit = Credit::new(&topo, CreditParams::default());
         let r = simulate(&host, std::slice::from_ref(&vm), &mut credit, &cfg);
