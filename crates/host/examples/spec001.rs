@@ -51,15 +51,8 @@ fn ia_params(sc: &Scenario, params: IaSchedParams, seed: u64) -> RunResult {
 /// Each VM's completion time over Credit's, with "p " before the parallel ones, and their
 /// geometric mean.
 fn ratio_cells(r: &RunResult, base: &RunResult) -> (String, f64) {
-    let n = normalised(r, base);
-    let cells: Vec<String> = n
-        .iter()
-        .map(|&(par, x)| format!("{}{x:.3}", if par { "p " } else { "" }))
-        .collect();
-    (
-        cells.join(" | "),
-        geomean(&n.iter().map(|x| x.1).collect::<Vec<_>>()),
-    )
+    let (cells, geos) = over_seeds(&[normalised(r, base)]);
+    (cells, geos[0])
 }
 
 /// IA's gang as built (every waiting sibling joins, paying SR it may not have) against a gang of
@@ -126,6 +119,23 @@ fn spread(xs: &[f64]) -> String {
     }
 }
 
+/// Per VM, its ratios over the seeds as table cells ("p " before a parallel program's), and per
+/// seed the geometric mean over the VMs.
+fn over_seeds(per_seed: &[Vec<(bool, f64)>]) -> (String, Vec<f64>) {
+    let cells: Vec<String> = (0..per_seed[0].len())
+        .map(|vm| {
+            let xs: Vec<f64> = per_seed.iter().map(|n| n[vm].1).collect();
+            let tag = if per_seed[0][vm].0 { "p " } else { "" };
+            format!("{tag}{}", spread(&xs))
+        })
+        .collect();
+    let geos = per_seed
+        .iter()
+        .map(|n| geomean(&n.iter().map(|x| x.1).collect::<Vec<_>>()))
+        .collect();
+    (cells.join(" | "), geos)
+}
+
 fn range(xs: &[f64]) -> String {
     let lo = xs.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -153,20 +163,9 @@ fn sets(horizon: Option<f64>, seeds: u64) {
             let per_seed: Vec<Vec<(bool, f64)>> = (all[i].iter().zip(&all[0]))
                 .map(|(r, b)| normalised(r, b))
                 .collect();
-            let vm_cells: Vec<String> = (0..sc.vms.len())
-                .map(|vm| {
-                    let xs: Vec<f64> = per_seed.iter().map(|n| n[vm].1).collect();
-                    let tag = if per_seed[0][vm].0 { "p " } else { "" };
-                    format!("{tag}{}", spread(&xs))
-                })
-                .collect();
-            let geos: Vec<f64> = per_seed
-                .iter()
-                .map(|n| geomean(&n.iter().map(|x| x.1).collect::<Vec<_>>()))
-                .collect();
+            let (vm_cells, geos) = over_seeds(&per_seed);
             println!(
-                "| {set} | {name} | {} | {} | {seeds} |",
-                vm_cells.join(" | "),
+                "| {set} | {name} | {vm_cells} | {} | {seeds} |",
                 spread(&geos)
             );
             for n in &per_seed {
@@ -257,22 +256,8 @@ fn overhead(horizon: Option<f64>, seeds: u64) {
             let per_seed: Vec<Vec<(bool, f64)>> = (runs(&sc, name, seeds).iter().zip(&base))
                 .map(|(r, b)| normalised(r, b))
                 .collect();
-            let cells: Vec<String> = (0..sc.vms.len())
-                .map(|vm| {
-                    let xs: Vec<f64> = per_seed.iter().map(|n| n[vm].1).collect();
-                    let tag = if per_seed[0][vm].0 { "p " } else { "" };
-                    format!("{tag}{}", spread(&xs))
-                })
-                .collect();
-            let geos: Vec<f64> = per_seed
-                .iter()
-                .map(|n| geomean(&n.iter().map(|x| x.1).collect::<Vec<_>>()))
-                .collect();
-            println!(
-                "| {set} | {name} | {} | {} |",
-                cells.join(" | "),
-                spread(&geos)
-            );
+            let (cells, geos) = over_seeds(&per_seed);
+            println!("| {set} | {name} | {cells} | {} |", spread(&geos));
         }
     }
 }
