@@ -385,8 +385,10 @@ impl NetSim {
         let n = (self.service_credit.floor() as u64).min(self.rx);
         self.service_credit -= n as f64;
         if self.rx == n {
-            // Service the ring could not use (the guest was idle) is not saved up.
-            self.service_credit = self.service_credit.fract();
+            // Service the ring could not use (the guest was idle) is not saved up, not even
+            // the part of a packet: the next packet is not there yet, and its cost is paid
+            // from when it is (else a request could be answered in less than its own cost).
+            self.service_credit = 0.0;
         }
         self.rx -= n;
         self.drained += n;
