@@ -9,7 +9,8 @@
 //! - `barriers`: the parallel programs' barrier interval and spin budget swept, IA over Credit;
 //! - `gang-sr`: IA with the gang as built and with siblings that have no SR left kept out of it
 //!   (`IaSchedParams::gang_needs_sr`), on the sets and on their symmetric variant;
-//! - `spread`: the sets with every program's length drawn (`work_cv` 0.2), over the seeds.
+//! - `spread`: the sets with every program's length drawn (`work_cv` 0.2), over the seeds;
+//! - `aash`: AASH beside IA on the sets, over Credit, with each VM's migrations.
 //!
 //! `cargo run --release -p colosched-host --example spec001 -- [horizon_ms] [seeds] [sections…]`
 //! (defaults: the presets' 20 000 ms, 3 seeds, every section). The presets set no `work_cv`, so
@@ -78,6 +79,28 @@ fn gang_sr(horizon: Option<f64>) {
                 let (cells, geo) = ratio_cells(&ia_params(&sc, params, 1), &base);
                 println!("| {host} | {set} | {gang} | {cells} | {geo:.3} |");
             }
+        }
+    }
+}
+
+/// AASH and IA on the sets, over Credit (seed 1), with every VM's migrations under each.
+fn aash(horizon: Option<f64>) {
+    println!("\n#### AASH beside IA on the test sets, completion time over Credit's (seed 1)\n");
+    println!(
+        "| set | scheduler | VM1 (2) | VM2 (2) | VM3 (6) | VM4 (8) | geomean | migrations per VM |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for set in SETS {
+        let sc = scenario(set, horizon);
+        let base = run(&sc, "credit", 1).unwrap();
+        for name in ["credit", "ia", "aash"] {
+            let r = run(&sc, name, 1).unwrap();
+            let (cells, geo) = ratio_cells(&r, &base);
+            let migrations: Vec<String> = r.vms.iter().map(|v| v.migrations.to_string()).collect();
+            println!(
+                "| {set} | {name} | {cells} | {geo:.3} | {} |",
+                migrations.join(" / ")
+            );
         }
     }
 }
@@ -358,5 +381,8 @@ fn main() {
     }
     if want("spread") {
         seed_spread(horizon, seeds);
+    }
+    if want("aash") {
+        aash(horizon);
     }
 }
