@@ -245,10 +245,15 @@ def main() -> int:
     args = ap.parse_args()
     if not 1 <= args.requests <= 5000 or not 1 <= args.gap_ms <= 1000:
         ap.error("--requests must be 1–5000 and --gap-ms 1–1000")
+    try:
+        ks = [int(k) for k in args.ks.split(",")]
+        slices = [None if s == "default" else float(s) for s in args.slices.split(",")]
+    except ValueError as e:
+        ap.error(f"--ks takes hog counts and --slices ms or 'default', comma-separated ({e})")
+    if any(k < 0 or k > 16 for k in ks) or any(s is not None and not 0.1 <= s <= 100 for s in slices):
+        ap.error("--ks must be 0–16 hogs and --slices 0.1–100 ms (the kernel's clamp)")
     if len(os.sched_getaffinity(0)) < 2:
         ap.error("needs 2 CPUs (server and hogs on CPU 1, client on CPU 0)")
-    ks = [int(k) for k in args.ks.split(",")]
-    slices = [None if s == "default" else float(s) for s in args.slices.split(",")]
     tools = build()
     configs = [(k, s) for k in ks for s in slices]
     rows, dump = [], []

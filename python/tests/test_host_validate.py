@@ -60,3 +60,22 @@ def test_a_short_slice_cuts_the_echo_tail_beside_hogs_for_real_and_in_the_simula
     cpu_us, base = real[None]["cpu_us_per_request"], real[None]["default_slice_ms"]
     sim = {s: hv.stats(hv.sim_run(4, s, cpu_us, 20.0, base))["p90"] for s in (None, 0.5)}
     assert sim[0.5] < sim[None], sim
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--requests", "0"], "--requests"),
+        (["--gap-ms", "5000"], "--gap-ms"),
+        (["--ks", "two"], "--ks"),
+        (["--slices", "fast"], "--slices"),
+        (["--slices", "0.01"], "--slices"),
+        (["--ks", "-1"], "--ks"),
+    ],
+)
+def test_bad_flags_exit_2_naming_them_before_anything_runs(flags, needle):
+    r = subprocess.run(
+        [sys.executable, str(BENCH / "host_validate.py"), *flags], capture_output=True, text=True, timeout=30
+    )
+    assert r.returncode == 2 and needle in r.stderr, r.stderr
+    assert r.stdout == ""

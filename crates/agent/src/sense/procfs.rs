@@ -261,19 +261,36 @@ impl Procfs {
     /// On the real /proc the file is kept open and read again with `pread` (opening it by path
     /// was half the cost of reading it), within the budget of kept stat files.
     pub fn task_schedstat(&self, pid: i32, tid: i32, buf: &mut String) -> Option<SchedStat> {
-        let mut kept = self.kept_sched.borrow_mut();
-        if let Some(f) = kept.get(&tid) {
-            if read_line(f, buf).is_ok() {
-                return parse_schedstat(buf).ok();
-            }
-            kept.remove(&tid); // the thread is gone; the tid may be another's by now
-        }
-        let f = fs::File::open(self.root.join(format!("{pid}/task/{tid}/schedstat"))).ok()?;
-        read_line(&f, buf).ok()?;
-        if kept.len() + self.kept.borrow().len() < self.max_kept {
-            kept.insert(tid, f);
-        }
+        let path = || self.root.join(format!("{pid}/task/{tid}/schedstat"));
+        self.read_kept(&self.kept_sched, tid, path, read_line, buf)?;
         parse_schedstat(buf).ok()
+    }
+
+    /// Reads the file kept open in `kept` under `key` into `buf`; if there is none, or it
+    /// fails (its task is gone, and the id may be another's by now), opens `path` afresh and
+    /// keeps it if both maps together stay within the budget.
+    fn read_kept(
+        &self,
+        kept: &RefCell<HashMap<i32, fs::File>>,
+        key: i32,
+        path: impl Fn() -> PathBuf,
+        read: fn(&fs::File, &mut String) -> std::io::Result<()>,
+        buf: &mut String,
+    ) -> Option<()> {
+        let open = self.kept.borrow().len() + self.kept_sched.borrow().len();
+        let mut kept = kept.borrow_mut();
+        if let Some(f) = kept.get(&key) {
+            if read(f, buf).is_ok() {
+                return Some(());
+            }
+            kept.remove(&key);
+        }
+        let f = fs::File::open(path()).ok()?;
+        read(&f, buf).ok()?;
+        if open < self.max_kept {
+            kept.insert(key, f);
+        }
+        Some(())
     }
 
     /// Closes the kept schedstat files of the threads `keep` says no.
@@ -300,18 +317,8 @@ impl Procfs {
     /// /proc/<pid>/stat (the whole process: utime/stime summed over its threads), from the file
     /// kept open for `pid` if there is one.
     pub fn proc_stat(&self, pid: i32, buf: &mut String) -> Option<TaskStat> {
-        let mut kept = self.kept.borrow_mut();
-        if let Some(f) = kept.get(&pid) {
-            if read_all(f, buf).is_ok() {
-                return parse_task_stat(buf).ok();
-            }
-            kept.remove(&pid); // its process is gone; the pid may be another's by now
-        }
-        let f = fs::File::open(self.root.join(format!("{pid}/stat"))).ok()?;
-        read_all(&f, buf).ok()?;
-        if kept.len() + self.kept_sched.borrow().len() < self.max_kept {
-            kept.insert(pid, f);
-        }
+        let path = || self.root.join(format!("{pid}/stat"));
+        self.read_kept(&self.kept, pid, path, read_all, buf)?;
         parse_task_stat(buf).ok()
     }
 

@@ -274,6 +274,14 @@ impl Engine<'_> {
         work_of(&self.topo.vms[self.vcpus[v].vm], &mut self.vcpus[v].rng)
     }
 
+    /// vCPU `v`'s program starts again at `now` (a VM with `repeat`): a new unit of work.
+    fn restart(&mut self, v: VcpuId, now: Nanos) {
+        let work = self.unit_work(v);
+        self.vcpus[v].activity = Activity::Compute { left: work };
+        self.vcpus[v].started = now;
+        self.work_assigned += work;
+    }
+
     /// One network quantum ending at `now`: every VM's flow moves on with the CPU time its
     /// vCPUs had; the drained packets' cost becomes work of one of its vCPUs (one that runs, else
     /// one that waits, else a blocked one, woken as by an interrupt). Every `SAMPLE_PERIOD`
@@ -425,10 +433,7 @@ impl Engine<'_> {
                     finished: now,
                 });
                 if spec.repeat {
-                    let work = work_of(spec, &mut self.vcpus[v].rng);
-                    self.vcpus[v].activity = Activity::Compute { left: work };
-                    self.vcpus[v].started = now;
-                    self.work_assigned += work;
+                    self.restart(v, now);
                 } else {
                     self.vcpus[v].activity = Activity::Done;
                     if self.vms[vm]
@@ -450,10 +455,7 @@ impl Engine<'_> {
                     });
                 }
                 if n.cpu_work_ms.is_some() && spec.repeat {
-                    let work = work_of(spec, &mut self.vcpus[v].rng);
-                    self.vcpus[v].activity = Activity::Compute { left: work };
-                    self.vcpus[v].started = now;
-                    self.work_assigned += work;
+                    self.restart(v, now);
                 } else {
                     // Nothing to do until packets arrive.
                     self.vcpus[v].activity = Activity::Blocked;

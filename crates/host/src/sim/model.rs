@@ -36,14 +36,18 @@ pub struct Host {
 impl Host {
     /// `n` cores of speed 1, none reserved, no warm-up cost.
     pub fn symmetric(n: usize) -> Host {
+        Host::with_speeds(&vec![1.0; n])
+    }
+
+    /// One core per speed, in order, none reserved, no warm-up cost.
+    pub fn with_speeds(speeds: &[f64]) -> Host {
         Host {
-            cores: vec![
-                Core {
-                    speed: 1.0,
-                    reserved: false
-                };
-                n
-            ],
+            cores: (speeds.iter())
+                .map(|&speed| Core {
+                    speed,
+                    reserved: false,
+                })
+                .collect(),
             migration_warmup_ms: 0.0,
         }
     }

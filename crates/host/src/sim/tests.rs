@@ -123,13 +123,7 @@ fn check_invariants(host: &Host, r: &SimResult) {
 
 #[test]
 fn a_fast_core_does_the_work_in_less_time() {
-    let host = Host {
-        cores: vec![Core {
-            speed: 2.0,
-            reserved: false,
-        }],
-        migration_warmup_ms: 0.0,
-    };
+    let host = Host::with_speeds(&[2.0]);
     for s in ["credit", "eevdf", "ia"] {
         let r = run(&host, &[Vm::new("a", 1, serial(20.0))], s, 1_000);
         assert_eq!(r.completions.len(), 1, "{s}");
@@ -751,19 +745,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
 
 /// One fast core (SF 2, core 0) and one slow core.
 fn one_fast_one_slow() -> Host {
-    Host {
-        cores: vec![
-            Core {
-                speed: 2.0,
-                reserved: false,
-            },
-            Core {
-                speed: 1.0,
-                reserved: false,
-            },
-        ],
-        migration_warmup_ms: 0.0,
-    }
+    Host::with_speeds(&[2.0, 1.0])
 }
 
 /// Time each vCPU ran on `core`, in ms.

@@ -485,28 +485,11 @@ impl Scheduler for Ia {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::model::{Core, Host, Vm, MS};
+    use crate::sim::model::{Host, Vm, MS};
 
     /// The paper's testbed: 2 fast cores (SF 1.8) and 6 slow ones.
     fn testbed() -> Host {
-        let mut cores = vec![
-            Core {
-                speed: 1.8,
-                reserved: false
-            };
-            2
-        ];
-        cores.extend(vec![
-            Core {
-                speed: 1.0,
-                reserved: false
-            };
-            6
-        ]);
-        Host {
-            cores,
-            migration_warmup_ms: 0.0,
-        }
+        Host::with_speeds(&[1.8, 1.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0])
     }
 
     fn serial_vm(vcpus: usize) -> Vm {
@@ -567,19 +550,7 @@ mod tests {
     #[test]
     fn a_slot_on_a_fast_core_costs_sf_and_an_exhausted_vcpu_yields() {
         // One fast core (SF 2) and one slow; three 1-vCPU VMs.
-        let host = Host {
-            cores: vec![
-                Core {
-                    speed: 2.0,
-                    reserved: false,
-                },
-                Core {
-                    speed: 1.0,
-                    reserved: false,
-                },
-            ],
-            migration_warmup_ms: 0.0,
-        };
+        let host = Host::with_speeds(&[2.0, 1.0]);
         let vms = [serial_vm(1), serial_vm(1), serial_vm(1)];
         let topo = Topology::new(&host, &vms);
         let mut s = Ia::new(&topo, IaSchedParams::default()).unwrap();
