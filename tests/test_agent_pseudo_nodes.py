@@ -277,10 +277,11 @@ def test_churn_of_forking_be_processes_leaves_nothing_behind(scene, agent_bin):
         ["sh", "-c", "while :; do sh -c 'i=0; while [ $i -lt 200 ]; do i=$((i+1)); done' & done"]
     )
     scene.add_be(["sh", "-c", HOG])
-    # The LC hog shares CPU 0 with the fork storm, so its share (the busy sensor's load) drops to
-    # about 1 / (runnable tasks): a lower threshold keeps node 0 pressured.
+    # The LC hog shares CPU 0 with the fork storm: its usage drops to about 1 / (runnable tasks),
+    # its wait makes up the rest, so node 0 reads near 1. Node 1 reads the wait of whatever else
+    # runs there behind BE (kernel threads, the test itself): well under 0.5 on a quiet machine.
     agent = subprocess.Popen(
-        [str(agent_bin), "run", "--config", str(scene.config(threshold=0.1)), "--interval", "0.1"],
+        [str(agent_bin), "run", "--config", str(scene.config(threshold=0.5)), "--interval", "0.1"],
         stderr=open(scene.tmp / "agent.err", "w"),  # noqa: SIM115
     )
     scene.agent = agent
@@ -288,7 +289,7 @@ def test_churn_of_forking_be_processes_leaves_nothing_behind(scene, agent_bin):
     assert agent.poll() is None, f"the agent died during churn: {scene.log()}"
     cycles = scene.decisions()
     assert len(cycles) >= 10, f"only {len(cycles)} cycles in 4 s at 0.1 s"
-    assert any(d["moved"] for d in cycles)
+    assert any(d["moved"] for d in cycles), [(d["loads"], d["reason"]) for d in cycles]
     agent.send_signal(signal.SIGTERM)
     assert agent.wait(timeout=5) == 0, scene.log()
     assert not (scene.tmp / "state.json").exists()

@@ -65,6 +65,10 @@ struct LcThread {
     wait_ns: Option<u64>,
     /// The CPU it was last seen on when it had waited.
     cpu: Option<usize>,
+    /// Whether its wait counts: a process not BE at one listing may be BE born after the BE
+    /// pids were read (a fork storm's children); its wait counts from the next listing that still
+    /// finds it not BE.
+    counted: bool,
 }
 
 /// LC run-queue wait per node. The kernel here has no per-CPU wait (`/proc/schedstat` needs
@@ -84,6 +88,9 @@ struct LcWait {
     total: Vec<f64>,
     /// Samples since the thread list was read; `None`: not measuring.
     since_refresh: Option<usize>,
+    /// Listings since measuring (re)started. The first counts no thread yet, so the next
+    /// sample lists again at once.
+    listings: u32,
 }
 
 impl LcWait {
@@ -94,6 +101,7 @@ impl LcWait {
         self.threads.clear();
         self.total.clear();
         self.since_refresh = None;
+        self.listings = 0;
     }
 
     /// Reads every followed thread's wait (after listing them again if `refresh`) and returns
@@ -107,15 +115,23 @@ impl LcWait {
     ) -> Vec<f64> {
         if refresh || self.since_refresh.is_none() {
             let be: HashSet<i32> = be_pids.iter().copied().collect();
+            // Not the agent: its own wait is its reading of the BE it moved, queued behind them.
+            let me = std::process::id() as i32;
+            let known: HashSet<i32> = self.threads.values().map(|t| t.pid).collect();
             let mut now = HashMap::with_capacity(self.threads.len());
-            for pid in procfs.pids().into_iter().filter(|p| !be.contains(p)) {
+            let lc = procfs
+                .pids()
+                .into_iter()
+                .filter(|p| !be.contains(p) && *p != me);
+            for pid in lc {
                 for tid in procfs.tids(pid) {
                     let t = match self.threads.remove(&tid) {
-                        Some(t) if t.pid == pid => t,
+                        Some(t) if t.pid == pid => LcThread { counted: true, ..t },
                         _ => LcThread {
                             pid,
                             wait_ns: None,
                             cpu: None,
+                            counted: known.contains(&pid),
                         },
                     };
                     now.insert(tid, t);
@@ -125,6 +141,7 @@ impl LcWait {
             // The kept schedstat files of threads gone or no longer LC are closed.
             procfs.keep_schedstat_files(|tid| self.threads.contains_key(&tid));
             self.since_refresh = Some(0);
+            self.listings += 1;
         } else {
             self.since_refresh = self.since_refresh.map(|n| n + 1);
         }
@@ -138,7 +155,7 @@ impl LcWait {
             let before = t.wait_ns.replace(s.wait_ns);
             // A first read is the baseline; a counter that went back is a reused tid.
             let waited = before.map_or(0, |b| s.wait_ns.saturating_sub(b));
-            if waited == 0 {
+            if waited == 0 || !t.counted {
                 return true;
             }
             let secs = waited as f64 / 1e9;
@@ -499,11 +516,10 @@ impl Sensor {
             None
         };
         self.count += 1;
-        // The LC threads are listed again once an interval (new threads are followed from then).
-        let due = self
-            .lc_wait
-            .since_refresh
-            .is_none_or(|n| n + 1 >= self.samples);
+        // The LC threads are listed again once an interval (new threads are followed from then),
+        // and right after the first listing, which counted none.
+        let lc = &self.lc_wait;
+        let due = lc.listings == 1 || lc.since_refresh.is_none_or(|n| n + 1 >= self.samples);
         self.refresh_next = self.lc_wait_due(self.count) && due;
         self.window.push_back(Snapshot {
             at_s: now_s,
@@ -779,6 +795,8 @@ mod tests {
         s: Sensor,
         t: f64,
         busy: [u64; 2],
+        /// The BE pids the selector finds.
+        be: Vec<i32>,
     }
 
     impl WaitScene {
@@ -804,6 +822,7 @@ mod tests {
                 s,
                 t: 0.0,
                 busy: [0, 0],
+                be: vec![50],
             }
         }
 
@@ -821,8 +840,12 @@ mod tests {
             self.busy[1] += busy[1];
             let total = 1000 + (self.t * 100.0) as u64;
             fake::stat(root, total, &[(self.busy[0], 0), (self.busy[1], 0)]);
-            let pids: &[i32] = if self.s.wants_be_pids() { &[50] } else { &[] };
-            let r = self.s.sample(&self.p, &self.topo, pids, self.t).unwrap();
+            let pids = if self.s.wants_be_pids() {
+                self.be.clone()
+            } else {
+                vec![]
+            };
+            let r = self.s.sample(&self.p, &self.topo, &pids, self.t).unwrap();
             self.t += 0.5;
             r.unwrap_or_default()
         }
@@ -835,6 +858,10 @@ mod tests {
     #[test]
     fn lc_wait_is_added_to_lc_usage_per_node_and_be_wait_is_not() {
         let mut w = WaitScene::new();
+        // The agent itself, pinned to CPU 0: its wait is never LC wait.
+        let me = std::process::id() as i32;
+        fake::thread(w.dir.path(), me, me, 0, 0);
+        fake::allowed(w.dir.path(), me, "0");
         w.step([0, 0], 0, [0, 0, 0]);
         assert!(!w.s.wants_be_pids(), "no BE ran yet: no LC thread is read");
         // LC and BE share CPU 0 half and half (0.25 s of BE in 0.5 s): the gate opens.
@@ -845,7 +872,9 @@ mod tests {
         let r = w.step([50, 0], 500_000_000, [7_000_000_000, 5, 9]);
         assert!(r[0].wait.is_none(), "{r:?}");
         // Then thread 30 (pinned to CPU 0) waits 0.25 s, thread 31 (last on CPU 1) 0.1 s,
-        // and the BE thread 0.3 s, which is not LC wait.
+        // and the BE thread 0.3 s, which is not LC wait; nor are the agent's 0.2 s.
+        let own = w.dir.path().join(format!("{me}/task/{me}/schedstat"));
+        fs::write(own, "1000 200000000 4\n").unwrap();
         let r = w.step(
             [50, 20],
             750_000_000,
@@ -858,6 +887,53 @@ mod tests {
         assert!(
             (r[1].load - 0.4).abs() < 1e-9,
             "usage 0.2 + wait 0.2: {r:?}"
+        );
+    }
+
+    #[test]
+    fn a_process_counts_once_a_second_listing_finds_it_not_be() {
+        // BE runs from the second sample. Processes 60 (BE) and 61 (LC) appear before the first
+        // listing, 62 (BE) before the second, all pinned to CPU 0; 60 and 62 were forked after
+        // the selector read the BE pids, which name them from the next cycle on. Every one of
+        // them and LC thread 30 waits 0.1 s at every sample.
+        let mut w = WaitScene::new();
+        let root = w.dir.path().to_path_buf();
+        w.step([0, 0], 0, [0, 0, 0]);
+        w.step([50, 0], 250_000_000, [0, 0, 0]);
+        let mut seen = Vec::new();
+        for (i, born) in [vec![60, 61], vec![62], vec![], vec![]]
+            .into_iter()
+            .enumerate()
+        {
+            for pid in born {
+                fake::thread(&root, pid, pid, 0, 0);
+                fake::allowed(&root, pid, "0");
+            }
+            let waited = i as u64 * 100_000_000;
+            for pid in [60, 61, 62] {
+                let path = root.join(format!("{pid}/task/{pid}/schedstat"));
+                if path.exists() {
+                    fs::write(path, format!("1 {waited} 2\n")).unwrap();
+                }
+            }
+            let listing = w.s.wants_be_pids();
+            let r = w.step([50, 0], 500_000_000 + waited * 5 / 2, [waited, 0, 0]);
+            seen.push((listing, r[0].wait.map(|x| (x * 1e6).round() / 1e6)));
+            w.be = [vec![50, 60], vec![50, 60, 62]][i.min(1)].clone();
+        }
+        // The first listing takes baselines and counts nobody; the next sample lists again, where
+        // 60 is BE and dropped, and 30 and 61, still not BE, count their 0.1 s each: 0.2 s in
+        // 0.5 s. 62, first listed there, does not count at the next sample (0.4 s in the
+        // interval, 1 s, from 30 and 61) and is dropped at the listing after. Counting every
+        // process not BE at its listing would read 0.6 and 0.5.
+        assert_eq!(
+            seen,
+            [
+                (true, None),
+                (true, Some(0.4)),
+                (false, Some(0.4)),
+                (true, Some(0.4))
+            ]
         );
     }
 
