@@ -2,9 +2,11 @@
 //! UDP, under credit, diff, eevdf and diff-eevdf, several seeds. Prints VM1's throughput, drops
 //! and ping RTT, and the CPU time each VM got. UDP is offered at 200 Mbit/s (above the
 //! 160 Mbit/s cap, as the paper's 194 Mbit/s without a cap implies); "Icmp" is VM1 answering
-//! pings with no flow.
+//! pings with no flow. The presets draw nothing at random, so every seed gives the same run;
+//! `spread` draws each seed's vCPU start order (`shuffle_start`) and program lengths
+//! (`work_cv` 0.2).
 //!
-//! `cargo run --release -p colosched-host --example spec002 [horizon_ms] [seeds]`
+//! `cargo run --release -p colosched-host --example spec002 [horizon_ms] [seeds] [spread]`
 
 use colosched_host::run::{preset, run};
 use colosched_host::sim::net::{Protocol, NET_QUANTUM};
@@ -15,12 +17,19 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let horizon: f64 = args.get(1).map_or(20_000.0, |a| a.parse().unwrap());
     let seeds: u64 = args.get(2).map_or(3, |a| a.parse().unwrap());
+    let spread_runs = args.get(3).is_some_and(|a| a == "spread");
     println!("| scenario | flow | scheduler | Mbit/s | ring drops | ping mean | p50 | p99 | pings answered | VM1 CPU share | others' CPU (min–max) | events | wall |");
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for name in ["spec002-queue1", "spec002-queue2"] {
         for proto in [Protocol::Tcp, Protocol::Udp, Protocol::Icmp] {
             let mut sc = preset(name).unwrap();
             sc.horizon_ms = horizon;
+            if spread_runs {
+                sc.shuffle_start = true;
+                for vm in &mut sc.vms {
+                    vm.work_cv = 0.2;
+                }
+            }
             if let Workload::Network(n) = &mut sc.vms[0].workload {
                 n.protocol = proto;
                 n.rate_mbit_s = 200.0;
@@ -67,6 +76,7 @@ fn main() {
                 record_intervals: false,
                 seed: 0,
                 net_quantum: NET_QUANTUM,
+                shuffle_start: sc.shuffle_start,
             };
             simulate(&sc.host, &sc.vms, &mut diff, &cfg);
             // The rule as written (no hold).

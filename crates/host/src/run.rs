@@ -152,6 +152,7 @@ pub fn run_with(scenario: &Scenario, sched: &mut dyn Scheduler, seed: u64) -> Ru
         record_intervals: false,
         seed,
         net_quantum: (scenario.net_quantum_ms * MS as f64).round() as u64,
+        shuffle_start: scenario.shuffle_start,
     };
     let r = simulate(&scenario.host, &scenario.vms, sched, &cfg);
     RunResult {

@@ -182,7 +182,14 @@ pub fn simulate(
 
 impl Engine<'_> {
     fn run(mut self) -> SimResult {
-        for v in 0..self.vcpus.len() {
+        let mut order: Vec<usize> = (0..self.vcpus.len()).collect();
+        if self.cfg.shuffle_start {
+            let mut rng = Rng::new(mix(self.cfg.seed) ^ u64::MAX);
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.below(i + 1));
+            }
+        }
+        for v in order {
             let work = self.unit_work(v);
             self.vcpus[v].activity = Activity::Compute { left: work };
             self.work_assigned += work;

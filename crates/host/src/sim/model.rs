@@ -174,6 +174,9 @@ pub struct RunConfig {
     /// multiples of it. `NET_QUANTUM` (1 ms) unless a scenario asks for less; it must divide
     /// the monitor's `SAMPLE_PERIOD` (10 ms).
     pub net_quantum: Nanos,
+    /// Admit the vCPUs at time 0 in an order drawn from `seed` instead of by index: which vCPU
+    /// a scheduler queues first (and where) is an accident of start-up on a real host.
+    pub shuffle_start: bool,
 }
 
 /// One completed program: a serial vCPU's work or a parallel VM's last barrier.

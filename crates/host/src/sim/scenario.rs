@@ -7,6 +7,8 @@
 //! horizon_ms = 20000
 //! migration_warmup_ms = 0.5      # optional, default 0
 //! net_quantum_ms = 1             # optional, default 1: network time step (whole µs dividing 10 ms)
+//! shuffle_start = true           # optional, default false: admit the vCPUs at time 0 in an
+//!                                # order drawn from the run's seed (default: by index)
 //!
 //! [[cores]]                      # a group of identical cores
 //! count = 2
@@ -66,6 +68,8 @@ pub struct Scenario {
     pub horizon_ms: f64,
     /// The network quantum (`RunConfig::net_quantum`), in ms: 1 unless the file says less.
     pub net_quantum_ms: f64,
+    /// `RunConfig::shuffle_start`.
+    pub shuffle_start: bool,
     pub host: Host,
     pub vms: Vec<Vm>,
 }
@@ -75,6 +79,7 @@ const TOP_KEYS: &[&str] = &[
     "horizon_ms",
     "migration_warmup_ms",
     "net_quantum_ms",
+    "shuffle_start",
     "cores",
     "vms",
 ];
@@ -267,6 +272,7 @@ impl Scenario {
             divides,
             Some(1.0),
         )?;
+        let shuffle_start = top.bool("shuffle_start")?;
         let mut cores = Vec::new();
         for group in top.tables("cores")? {
             group.only(CORE_KEYS)?;
@@ -286,6 +292,7 @@ impl Scenario {
             name,
             horizon_ms,
             net_quantum_ms,
+            shuffle_start,
             host: Host {
                 cores,
                 migration_warmup_ms,
@@ -549,7 +556,7 @@ mod tests {
         );
         assert_eq!(
             error(&edited("horizon_ms = 20000", "horizon = 20000")),
-            "horizon: unknown key (known: name, horizon_ms, migration_warmup_ms, net_quantum_ms, cores, vms)"
+            "horizon: unknown key (known: name, horizon_ms, migration_warmup_ms, net_quantum_ms, shuffle_start, cores, vms)"
         );
         assert_eq!(
             error(&edited("workload = \"serial\"", "workload = \"io\"")),
@@ -646,6 +653,23 @@ mod tests {
             net("cpu_work_ms = 1000", "ping_interval_ms = 0"),
             "vms[0].ping_interval_ms: must be positive, got 0"
         );
+    }
+
+    #[test]
+    fn shuffle_start_is_off_unless_asked_for() {
+        assert!(!Scenario::parse(NET).unwrap().shuffle_start);
+        let on = NET.replacen(
+            "horizon_ms = 1000",
+            "horizon_ms = 1000\nshuffle_start = true",
+            1,
+        );
+        assert!(Scenario::parse(&on).unwrap().shuffle_start);
+        let bad = NET.replacen(
+            "horizon_ms = 1000",
+            "horizon_ms = 1000\nshuffle_start = 1",
+            1,
+        );
+        assert_eq!(error(&bad), "shuffle_start: expected true or false, got 1");
     }
 
     #[test]

@@ -18,6 +18,7 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
         record_intervals: true,
         seed: 0,
         net_quantum: NET_QUANTUM,
+        shuffle_start: false,
     };
     let result = match scheduler {
         "credit" => simulate(
@@ -465,7 +466,7 @@ proptest! {
         let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
         let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
         let mut diff = Diff::new(&topo, params, seed);
-        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0, net_quantum: NET_QUANTUM };
+        let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0, net_quantum: NET_QUANTUM, shuffle_start: false };
         let r = simulate(&host, &all, &mut diff, &cfg);
         check_invariants(&host, &r);
         prop_assert!(diff.plans.iter().any(|(_, p)| p.ns_vms.contains(&0)));
@@ -507,6 +508,7 @@ fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
         record_intervals: true,
         seed: 0,
         net_quantum: NET_QUANTUM,
+        shuffle_start: false,
     };
     let r = simulate(&host, &vms, &mut Credit::new(&topo, params), &cfg);
     check_invariants(&host, &r);
@@ -626,6 +628,7 @@ fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
             record_intervals: true,
             seed: 0,
             net_quantum: NET_QUANTUM,
+            shuffle_start: false,
         };
         let mut watched = Watched {
             credit: Credit::new(&topo, CreditParams::default()),
@@ -700,6 +703,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         record_intervals: true,
         seed: 0,
         net_quantum: NET_QUANTUM,
+        shuffle_start: false,
     };
     for params in [DiffParams::credit(), DiffParams::eevdf()] {
         let mut diff = Diff::new(&topo, params, 5);
@@ -894,6 +898,7 @@ fn drawn_work_keeps_its_mean_and_spread() {
             record_intervals: true,
             seed,
             net_quantum: NET_QUANTUM,
+            shuffle_start: false,
         };
         let mut credit = Credit::new(&topo, CreditParams::default());
         let r = simulate(&host, std::slice::from_ref(&vm), &mut credit, &cfg);
@@ -928,4 +933,31 @@ fn drawn_phases_make_threads_wait_at_barriers() {
     let drawn = run(&host, &[vm(0.3)], "credit", 1_000);
     assert!(drawn.vcpus[0].spin_ns + drawn.vcpus[1].spin_ns > 10 * MS);
     assert!(drawn.completions[0].finished > even.completions[0].finished);
+}
+
+#[test]
+fn shuffle_start_draws_the_start_order_from_the_seed() {
+    // Four hogs on one core under Credit: the vCPU admitted first runs first. By index it is
+    // always vCPU 0; shuffled, the seed picks it, and the same seed picks the same one.
+    let host = Host::symmetric(1);
+    let vms = [hog("a"), hog("b"), hog("c"), hog("d")];
+    let topo = Topology::new(&host, &vms);
+    let first = |seed: u64, shuffle_start: bool| {
+        let cfg = RunConfig {
+            horizon: 10 * MS,
+            record_intervals: true,
+            seed,
+            net_quantum: NET_QUANTUM,
+            shuffle_start,
+        };
+        let mut credit = Credit::new(&topo, CreditParams::default());
+        simulate(&host, &vms, &mut credit, &cfg).intervals[0].vcpu
+    };
+    assert!((0..8).all(|seed| first(seed, false) == 0));
+    let drawn: std::collections::BTreeSet<_> = (0..8).map(|seed| first(seed, true)).collect();
+    assert!(
+        drawn.len() > 1,
+        "eight seeds drew one start order: {drawn:?}"
+    );
+    assert_eq!(first(5, true), first(5, true));
 }

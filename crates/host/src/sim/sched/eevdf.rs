@@ -9,7 +9,7 @@
 //!   `run_to_parity`: between ticks only a wake-up may preempt it, and only a wakee with a
 //!   shorter slice (`PREEMPT_SHORT`) breaks that protection; the wakee then preempts if it is
 //!   the eligible task with the earliest deadline.
-//! - Slices: `base_slice_ms` (Linux: 0.75 ms × (1 + log2(min(CPUs, 8)))), or the VM's
+//! - Slices: `base_slice_ms` (Linux: 0.7 ms × (1 + log2(min(CPUs, 8)))), or the VM's
 //!   `slice_ms` (`sched_setattr`'s `sched_runtime`), clamped to 0.1–100 ms.
 //! - Sleep and wake-up keep the task's lag (`PLACE_LAG`, clamped to ± max(2 slices, 1 tick));
 //!   a new task's first deadline is half a slice away (`PLACE_DEADLINE_INITIAL`).
@@ -36,11 +36,11 @@ pub fn clamp_slice_ms(slice_ms: f64) -> f64 {
     slice_ms.clamp(MIN_SLICE_MS, MAX_SLICE_MS)
 }
 
-/// Linux's default base slice for a machine with `cpus` CPUs: 0.75 ms × (1 + ⌊log2(min(cpus,
-/// 8))⌋).
+/// Linux's default base slice for a machine with `cpus` CPUs: 0.7 ms × (1 + ⌊log2(min(cpus,
+/// 8))⌋) since 6.15 (0.75 ms before); 1.4 ms read back with `sched_getattr` on this 2-CPU 6.18.
 pub fn linux_base_slice_ms(cpus: usize) -> f64 {
     let n = cpus.clamp(1, 8);
-    0.75 * (1.0 + n.ilog2() as f64)
+    0.7 * (1.0 + n.ilog2() as f64)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -441,16 +441,16 @@ mod tests {
 
     #[test]
     fn linux_default_slices_and_clamping() {
-        assert_eq!(linux_base_slice_ms(1), 0.75);
-        assert_eq!(linux_base_slice_ms(2), 1.5);
-        assert_eq!(linux_base_slice_ms(8), 3.0);
-        assert_eq!(linux_base_slice_ms(128), 3.0);
+        assert_eq!(linux_base_slice_ms(1), 0.7);
+        assert_eq!(linux_base_slice_ms(2), 1.4);
+        assert!((linux_base_slice_ms(8) - 2.8).abs() < 1e-12);
+        assert_eq!(linux_base_slice_ms(128), linux_base_slice_ms(8));
         let t = topo(1, &[Some(0.01), Some(250.0), Some(7.0), None]);
         let s = Eevdf::new(&t, EevdfParams::linux(2));
         assert_eq!(s.slice_ms(0), 0.1);
         assert_eq!(s.slice_ms(1), 100.0);
         assert_eq!(s.slice_ms(2), 7.0);
-        assert_eq!(s.slice_ms(3), 1.5);
+        assert_eq!(s.slice_ms(3), 1.4);
     }
 
     #[test]
