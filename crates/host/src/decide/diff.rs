@@ -162,6 +162,49 @@ pub fn window_stats(t: &NsvmThresholds, samples: &[RingSample]) -> RingStats {
     }
 }
 
+/// Keeps a VM NSVM for `windows` identification windows after its rings last made it one (not
+/// in the paper, open questions 1 and 7): a VM the NSVM pool serves well has calm rings, so the
+/// rule as written sends it back to the long-slice pool in its next window, where its rings
+/// overflow again, and it flaps every window. `windows = 0` is the rule as written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NsvmHold {
+    pub windows: u32,
+    left: Vec<u32>,
+}
+
+impl NsvmHold {
+    pub fn new(vms: usize, windows: u32) -> NsvmHold {
+        NsvmHold {
+            windows,
+            left: vec![0; vms],
+        }
+    }
+
+    /// The kind VM `vm` is treated as in this window, given what its rings said.
+    pub fn kind(&mut self, vm: usize, rings: VmKind) -> VmKind {
+        if rings == VmKind::Sensitive {
+            self.left[vm] = self.windows;
+            VmKind::Sensitive
+        } else if self.left[vm] > 0 {
+            self.left[vm] -= 1;
+            VmKind::Sensitive
+        } else {
+            VmKind::NotSensitive
+        }
+    }
+}
+
+/// The pools a plan builds on `m` CPUs: the NSVMs and the number of CPUs of the short-slice
+/// pool. A pool of no VMs, or one that would take none or all of the CPUs, is no pool: then
+/// every VM shares one long-slice pool, returned as no NSVMs and 0 CPUs.
+pub fn pools_built(plan: &PoolPlan, m: usize) -> (Vec<usize>, usize) {
+    if plan.ns_vms.is_empty() || plan.ns_cpus == 0 || plan.ns_cpus >= m {
+        (Vec::new(), 0)
+    } else {
+        (plan.ns_vms.clone(), plan.ns_cpus)
+    }
+}
+
 /// (1)–(3): the physical CPUs each VM may use on average, C_i = M · W_i / ΣW. The paper takes
 /// W_i ∝ vCPU count (pass vCPU counts); configured weights may be passed instead.
 pub fn baseline_shares(m: f64, weights: &[f64]) -> Vec<f64> {
@@ -323,6 +366,40 @@ mod tests {
             tx_sq: sq,
             ..RingSample::default()
         }
+    }
+
+    #[test]
+    fn the_hold_keeps_a_vm_nsvm_for_its_windows_after_its_rings_last_said_so() {
+        use VmKind::{NotSensitive as N, Sensitive as S};
+        let mut hold = NsvmHold::new(2, 2);
+        let rings = [S, N, N, N, S, N];
+        let kinds: Vec<VmKind> = rings.iter().map(|&k| hold.kind(0, k)).collect();
+        assert_eq!(kinds, [S, S, S, N, S, S]);
+        assert_eq!(hold.kind(1, N), N, "VMs are held apart");
+        let mut as_written = NsvmHold::new(1, 0);
+        assert_eq!(
+            [S, N, S].map(|k| as_written.kind(0, k)),
+            [S, N, S],
+            "no hold: the rings decide"
+        );
+    }
+
+    #[test]
+    fn a_pool_with_no_vms_or_no_share_of_the_cpus_is_not_built() {
+        let plan = |ns_cpus: usize, ns_vms: Vec<usize>| PoolPlan {
+            ns_cpus,
+            nn_cpus: 6 - ns_cpus,
+            ns_vms,
+            nn_vms: vec![1],
+            ns_slice_ms: 5.0,
+            nn_slice_ms: 30.0,
+            ns_exact: 0.0,
+            nn_exact: 0.0,
+        };
+        assert_eq!(pools_built(&plan(2, vec![0]), 6), (vec![0], 2));
+        assert_eq!(pools_built(&plan(0, vec![0]), 6), (vec![], 0));
+        assert_eq!(pools_built(&plan(6, vec![0]), 6), (vec![], 0));
+        assert_eq!(pools_built(&plan(2, vec![]), 6), (vec![], 0));
     }
 
     fn classify(samples: &[RingSample]) -> RingStats {

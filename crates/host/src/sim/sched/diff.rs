@@ -22,7 +22,8 @@
 //! has calm rings, so the paper's rule as written classifies it NNVM in its next window, sends
 //! it back to the 30 ms pool, where its rings overflow again: it flaps every 100 ms and spends
 //! half its time in the wrong pool. `hold_windows` (default 10 = 1 s) keeps a VM NSVM for that
-//! many windows after it was last classified NSVM; 0 gives the rule as written.
+//! many windows after it was last classified NSVM (`decide::diff::NsvmHold`, which the real
+//! host agent calls too); 0 gives the rule as written.
 //!
 //! The load L_i of eqs 11–18 is the mean number of the VM's runnable vCPUs (running or
 //! waiting) at the readings of the window: its demand. The CPU time it got would never exceed
@@ -32,7 +33,9 @@
 use super::credit::{Credit, CreditParams};
 use super::eevdf::{Eevdf, EevdfParams};
 use super::{Dispatch, Scheduler, Stop, VmObservation, SAMPLE_PERIOD};
-use crate::decide::diff::{plan_pools, NsvmClassifier, PoolParams, PoolPlan, VmKind, VmNeed};
+use crate::decide::diff::{
+    plan_pools, pools_built, NsvmClassifier, NsvmHold, PoolParams, PoolPlan, VmKind, VmNeed,
+};
 use crate::sim::model::{CoreId, Nanos, Topology, VcpuId};
 use colosched_core::Rng;
 
@@ -100,8 +103,7 @@ pub struct Diff {
     pub rebuilds: usize,
     /// Per VM: windows in which it was classified NSVM (by its rings, without the hold).
     pub nsvm_windows: Vec<usize>,
-    /// Per VM: windows left in its hold.
-    held: Vec<u32>,
+    hold: NsvmHold,
 }
 
 impl Diff {
@@ -131,7 +133,7 @@ impl Diff {
             plans: Vec::new(),
             rebuilds: 0,
             nsvm_windows: vec![0; topo.vms.len()],
-            held: vec![0; topo.vms.len()],
+            hold: NsvmHold::new(topo.vms.len(), params.hold_windows),
         };
         d.build(&[], 0);
         d
@@ -175,14 +177,10 @@ impl Diff {
     }
 
     /// Rebuild the pools: NSVMs `ns_vms` on the first `ns_cpus` usable cores, the rest on the
-    /// others.
+    /// others (`pools_built`'s split: no NSVM pool when `ns_cpus` is 0).
     fn build(&mut self, ns_vms: &[usize], ns_cpus: usize) {
         let usable = self.topo.usable.clone();
-        let (ns_cpus, ns_vms) = if ns_cpus == 0 || ns_cpus >= usable.len() || ns_vms.is_empty() {
-            (0, Vec::new())
-        } else {
-            (ns_cpus, ns_vms.to_vec())
-        };
+        let ns_vms = ns_vms.to_vec();
         let nn_vms: Vec<usize> = (0..self.topo.vms.len())
             .filter(|vm| !ns_vms.contains(vm))
             .collect();
@@ -313,16 +311,11 @@ impl Scheduler for Diff {
         }
         let mut needs = Vec::with_capacity(vms.len());
         for (vm, stats) in verdicts.iter().enumerate() {
-            let kind = if stats.unwrap().kind() == VmKind::Sensitive {
+            let rings = stats.unwrap().kind();
+            if rings == VmKind::Sensitive {
                 self.nsvm_windows[vm] += 1;
-                self.held[vm] = self.params.hold_windows;
-                VmKind::Sensitive
-            } else if self.held[vm] > 0 {
-                self.held[vm] -= 1;
-                VmKind::Sensitive
-            } else {
-                VmKind::NotSensitive
-            };
+            }
+            let kind = self.hold.kind(vm, rings);
             needs.push(VmNeed {
                 kind,
                 weight: self.topo.vms[vm].vcpus as f64,
@@ -333,16 +326,7 @@ impl Scheduler for Diff {
         self.samples = 0;
         let m = self.topo.usable.len();
         let plan = plan_pools(m, &needs, &mut self.rng, &self.params.pools);
-        let ns_cpus = if plan.ns_vms.is_empty() {
-            0
-        } else {
-            plan.ns_cpus
-        };
-        let wanted = if ns_cpus == 0 || ns_cpus >= m {
-            (Vec::new(), 0)
-        } else {
-            (plan.ns_vms.clone(), ns_cpus)
-        };
+        let wanted = pools_built(&plan, m);
         if wanted != self.current {
             self.rebuild(now, &wanted.0, wanted.1);
         }
