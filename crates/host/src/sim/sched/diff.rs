@@ -22,8 +22,8 @@
 //! has calm rings, so the paper's rule as written classifies it NNVM in its next window, sends
 //! it back to the 30 ms pool, where its rings overflow again: it flaps every 100 ms and spends
 //! half its time in the wrong pool. `hold_windows` (default 10 = 1 s) keeps a VM NSVM for that
-//! many windows after it was last classified NSVM (`decide::diff::NsvmHold`, which the real
-//! host agent calls too); 0 gives the rule as written.
+//! many windows after it was last classified NSVM (`decide::diff::NsvmHold`, which a real
+//! host agent can call unchanged); 0 gives the rule as written.
 //!
 //! The load L_i of eqs 11–18 is the mean number of the VM's runnable vCPUs (running or
 //! waiting) at the readings of the window: its demand. The CPU time it got would never exceed
