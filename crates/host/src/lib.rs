@@ -7,11 +7,13 @@
 //! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
+//! - `act`: the real host agent's writers (a vCPU thread's EEVDF slice).
 //! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
 //! - `spec001`: spec 001's experiments on the presets (test sets, fairness, overhead).
 //!
 //! See docs/host-sim.md for the model and for every choice made where the specs are uncertain.
 
+pub mod act;
 pub mod decide;
 pub mod run;
 pub mod sim;
