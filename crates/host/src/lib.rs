@@ -7,7 +7,7 @@
 //! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
-//! - `act`: the real host agent's writers (a vCPU thread's EEVDF slice).
+//! - `act`: the real host agent's writers (cpuset pools, a vCPU thread's EEVDF slice).
 //! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
 //! - `spec001`: spec 001's experiments on the presets (test sets, fairness, overhead).
 //!
