@@ -3,3 +3,4 @@
 
 pub mod cpuset;
 pub mod slice;
+pub mod state;
