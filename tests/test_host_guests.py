@@ -154,7 +154,7 @@ def test_hogs_keep_every_vcpu_of_the_guest_busy(scene):
         scene.hog(0, False)
     print(f"guest 0 vCPU threads ran {idle} s idle, {busy} s hogged, per second")
     assert len(busy) == 2
-    assert all(b > 0.15 for b in busy), busy
+    assert all(b > 0.1 for b in busy), busy  # 0.2 s/s measured beside two host CPU hogs
     assert all(b > 3 * i for b, i in zip(busy, idle)), (idle, busy)
     assert scene.stats(0)["hogs"] == 0
 
