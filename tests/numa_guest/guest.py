@@ -105,6 +105,83 @@ def kernel() -> Path:
     return target
 
 
+# The virtio-net driver and what it needs, in load order: the cloud kernel builds none of them in, and
+# each needs symbols of the ones before it (`virtio` those of `virtio_ring`).
+NET_MODULES = (
+    "virtio_ring",
+    "virtio",
+    "virtio_pci_modern_dev",
+    "virtio_pci_legacy_dev",
+    "virtio_pci",
+    "failover",
+    "net_failover",
+    "virtio_net",
+)
+
+
+def _extract_package(package: str, work: Path) -> Path:
+    """Downloads `package` into `work` (a directory in the cache) and extracts it; returns its root."""
+    work.mkdir(exist_ok=True)
+    work.chmod(0o777)  # apt drops root to the `_apt` user for downloads
+    _run(["apt-get", "download", "-q", package], cwd=work)
+    debs = list(work.glob(f"{package}_*.deb"))
+    if len(debs) != 1:
+        raise GuestError(f"apt-get download {package} left {debs!r}")
+    _run(["dpkg-deb", "-x", str(debs[0]), str(work / "x")])
+    return work / "x"
+
+
+def _cache_net_modules(root: Path, release: str) -> Path:
+    """Copies NET_MODULES of the extracted package `root` to the cache as modules-RELEASE/."""
+    cache = cache_dir()
+    target = cache / f"modules-{release}"
+    found = {p.name[: -len(".ko")]: p for p in (root / "lib" / "modules" / release).rglob("*.ko")}
+    missing = [m for m in NET_MODULES if m not in found]
+    if missing:
+        raise GuestError(f"linux-image-{release} has no module {', '.join(missing)}")
+    part = Path(tempfile.mkdtemp(dir=cache, prefix="modules.part-"))
+    part.chmod(0o755)  # mkdtemp's 0700 would stay on the cached directory
+    try:
+        for m in NET_MODULES:
+            shutil.copyfile(found[m], part / f"{m}.ko")
+        # One rename of the whole directory: a run killed half-way never leaves some modules cached.
+        try:
+            os.rename(part, target)
+        except OSError:
+            if not target.is_dir():  # else another run cached them first: keep theirs
+                raise
+    finally:
+        shutil.rmtree(part, ignore_errors=True)
+    return target
+
+
+def net_kernel() -> tuple[Path, list[Path]]:
+    """A guest kernel and its virtio-net modules (NET_MODULES, in load order), cached together.
+
+    The modules must come from the very package of the kernel (same release), so they are fetched
+    for the kernel `kernel()` returns; if apt no longer offers that release (the cache outlived it),
+    the newest package's kernel and modules are cached instead and returned."""
+    image = kernel()
+    release = image.name[len("vmlinuz-") :]
+    target = cache_dir() / f"modules-{release}"
+    if not target.is_dir():
+        with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+            try:
+                _cache_net_modules(_extract_package(f"linux-image-{release}", Path(tmp)), release)
+            except GuestError:
+                package = newest_kernel_package()
+                newest = package[len("linux-image-") :]
+                if newest == release:
+                    raise
+                root = _extract_package(package, Path(tmp) / "newest")
+                _cache_net_modules(root, newest)
+                shutil.copyfile(root / "boot" / f"vmlinuz-{newest}", Path(tmp) / "vmlinuz.part")
+                image = cache_dir() / f"vmlinuz-{newest}"
+                os.replace(Path(tmp) / "vmlinuz.part", image)
+                release, target = newest, cache_dir() / f"modules-{newest}"
+    return image, [target / f"{m}.ko" for m in NET_MODULES]
+
+
 def is_static_elf(path: Path) -> bool:
     """True for an x86-64 ELF without a PT_INTERP program header (needs no dynamic loader: the
     initramfs has no libc)."""
