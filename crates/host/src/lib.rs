@@ -7,12 +7,15 @@
 //! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
+//! - `real`: the real host agent's readers (QEMU discovery, tap and schedstat sensors, QMP),
+//!   rooted at paths so tests fake them.
 //! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
 //! - `spec001`: spec 001's experiments on the presets (test sets, fairness, overhead).
 //!
 //! See docs/host-sim.md for the model and for every choice made where the specs are uncertain.
 
 pub mod decide;
+pub mod real;
 pub mod run;
 pub mod sim;
 pub mod spec001;
