@@ -7,7 +7,9 @@
 //! - `sim`: a discrete-event simulator of the host with pluggable vCPU schedulers (`credit`,
 //!   `eevdf`) and workload models (`serial`, `parallel` with barriers).
 //!
-//! - `act`: the real host agent's writers (cpuset pools, a vCPU thread's EEVDF slice).
+//! - `real`: the real host agent's readers (QEMU discovery, tap and schedstat sensors, QMP),
+//!   rooted at paths so tests fake them; `act`: its writers (cpuset pools, a vCPU thread's
+//!   EEVDF slice, the state that puts them back).
 //! - `run`: one scenario under a scheduler chosen by name, summarised per VM; bundled presets.
 //! - `spec001`: spec 001's experiments on the presets (test sets, fairness, overhead).
 //!
@@ -15,6 +17,7 @@
 
 pub mod act;
 pub mod decide;
+pub mod real;
 pub mod run;
 pub mod sim;
 pub mod spec001;
