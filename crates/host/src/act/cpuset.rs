@@ -106,7 +106,7 @@ pub fn group_of(proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use crate::act::Parked;
 
     const ROOT: &str = "/sys/fs/cgroup/cpuset";
 
@@ -142,17 +142,8 @@ mod tests {
             root.join("tasks").exists(),
             "{ROOT} is not a mounted cgroup v1 cpuset hierarchy"
         );
-        let (tid_tx, tid_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            let tid = rustix::thread::gettid();
-            let mut one = rustix::thread::CpuSet::new();
-            one.set(1);
-            rustix::thread::sched_setaffinity(Some(tid), &one).unwrap();
-            tid_tx.send(tid.as_raw_nonzero().get()).unwrap();
-            let _ = done_rx.recv();
-        });
-        let tid = tid_rx.recv().unwrap();
+        let parked = Parked::new(Some(1));
+        let tid = parked.tid;
         let pid = std::process::id() as i32;
         let home = group_of(Path::new("/proc"), pid, tid).unwrap();
         let name = format!("colosched-test-{pid}-{tid}");
@@ -169,8 +160,6 @@ mod tests {
         assert_eq!(pool.tids().unwrap(), Vec::<i32>::new());
         pool.remove().unwrap();
         assert!(!root.join(&name).exists());
-        drop(done_tx);
-        t.join().unwrap();
     }
 
     #[test]

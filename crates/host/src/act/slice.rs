@@ -82,22 +82,12 @@ pub fn set_slice_ns(tid: i32, ns: u64) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use crate::act::Parked;
 
     /// Runs `f` with the tid of a fresh thread that sleeps until `f` returns.
     fn with_thread<T>(f: impl FnOnce(i32) -> T) -> T {
-        let (tid_tx, tid_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            tid_tx
-                .send(rustix::thread::gettid().as_raw_nonzero().get())
-                .unwrap();
-            let _ = done_rx.recv();
-        });
-        let out = f(tid_rx.recv().unwrap());
-        drop(done_tx);
-        t.join().unwrap();
-        out
+        let parked = Parked::new(None);
+        f(parked.tid)
     }
 
     #[test]

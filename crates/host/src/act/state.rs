@@ -177,7 +177,7 @@ impl HostState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::mpsc;
+    use crate::act::Parked;
 
     #[test]
     fn starttime_reads_past_a_comm_with_parentheses() {
@@ -205,17 +205,8 @@ mod tests {
             root.display()
         );
         let proc = Path::new("/proc");
-        let (tid_tx, tid_rx) = mpsc::channel();
-        let (done_tx, done_rx) = mpsc::channel::<()>();
-        let t = std::thread::spawn(move || {
-            let tid = rustix::thread::gettid();
-            let mut one = rustix::thread::CpuSet::new();
-            one.set(1);
-            rustix::thread::sched_setaffinity(Some(tid), &one).unwrap();
-            tid_tx.send(tid.as_raw_nonzero().get()).unwrap();
-            let _ = done_rx.recv();
-        });
-        let tid = tid_rx.recv().unwrap();
+        let parked = Parked::new(Some(1));
+        let tid = parked.tid;
         let pid = std::process::id() as i32;
         let default = slice::slice_ns(pid).unwrap();
         let dir = tempfile::tempdir().unwrap();
@@ -247,8 +238,7 @@ mod tests {
         assert_eq!(slice::slice_ns(tid).unwrap(), default);
         let status = fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
         assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");
-        drop(done_tx);
-        t.join().unwrap();
+        drop(parked);
         // The thread is gone now: a restore finds nothing to do.
         let r = loaded.restore(proc);
         assert_eq!((r.threads, r.gone), (0, 1));
