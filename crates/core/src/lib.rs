@@ -4,10 +4,14 @@
 //! (giant) VM. Each node has a load and holds tasks. A *policy* looks at one cell and returns
 //! moves. Nothing here reads a file or a clock: the simulator builds cells from trace state, the
 //! agent builds one from /proc and /sys, and both call the same `plan`.
+//!
+//! `proctext` parses the text of per-task /proc files (stat, schedstat) for both agents, the
+//! node agent and the host agent; they read the files themselves.
 
 pub mod guards;
 pub mod metrics;
 pub mod policy;
+pub mod proctext;
 pub mod rng;
 
 pub use guards::{Cooldown, Guarded, Guards};

@@ -9,6 +9,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use colosched_core::proctext::parse_task_stat;
 use serde::{Deserialize, Serialize};
 
 use super::{cpuset, slice};
@@ -52,17 +53,13 @@ pub struct Restored {
 pub fn starttime(proc: &Path, pid: i32, tid: i32) -> io::Result<u64> {
     let path = proc.join(format!("{pid}/task/{tid}/stat"));
     let text = fs::read_to_string(&path)?;
-    // The comm (field 2) may hold spaces and parentheses: count fields after the last ')'.
-    let rest = text.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-    rest.split_whitespace()
-        .nth(19)
-        .and_then(|f| f.parse().ok())
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::InvalidData,
-                format!("{}: no start time", path.display()),
-            )
-        })
+    let stat = parse_task_stat(&text).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{}: {e}", path.display()),
+        )
+    })?;
+    Ok(stat.starttime)
 }
 
 impl HostState {

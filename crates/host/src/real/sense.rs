@@ -41,6 +41,7 @@ use std::time::Instant;
 
 use super::discover::Vm;
 use crate::decide::tap::{TapDelta, TapInterval};
+use colosched_core::proctext::parse_schedstat;
 
 /// `PROC_SUPER_MAGIC` and `SYSFS_MAGIC` (statfs f_type).
 const PROC_SUPER_MAGIC: u64 = 0x9fa0;
@@ -62,16 +63,8 @@ pub struct TapCounters {
     pub rx_dropped: u64,
 }
 
-/// The scheduler's counters of one vCPU thread (`CONFIG_SCHED_INFO`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VcpuTime {
-    /// Time on a CPU, ns.
-    pub run_ns: u64,
-    /// Time runnable on a run queue without a CPU, ns.
-    pub wait_ns: u64,
-    /// Times it was given a CPU.
-    pub slices: u64,
-}
+/// The scheduler's counters of one vCPU thread (`CONFIG_SCHED_INFO`): run, wait, slices.
+pub use colosched_core::proctext::SchedStat as VcpuTime;
 
 /// One look at a VM's taps: one entry per tap of the [`Vm`] the sensor was made for, `None`
 /// where it could not be read (gone, or never there).
@@ -218,7 +211,7 @@ impl VmSensor {
         let vcpus = self
             .vcpus
             .iter_mut()
-            .map(|f| parse_schedstat(f.read(&mut buf)?))
+            .map(|f| parse_schedstat(f.read(&mut buf)?).ok())
             .collect();
         CpuReading {
             at: Instant::now(),
@@ -249,16 +242,6 @@ impl VmSensor {
         let taps = self.taps.iter().flatten();
         taps.chain(&self.vcpus).filter(|s| s.file.is_some()).count()
     }
-}
-
-/// `run_ns wait_ns slices`.
-fn parse_schedstat(text: &str) -> Option<VcpuTime> {
-    let mut f = text.split_ascii_whitespace().map(|w| w.parse::<u64>().ok());
-    Some(VcpuTime {
-        run_ns: f.next()??,
-        wait_ns: f.next()??,
-        slices: f.next()??,
-    })
 }
 
 /// The growth of a counter between two readings, and whether it went back. A counter that went

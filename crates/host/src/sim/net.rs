@@ -419,16 +419,13 @@ mod tests {
 
     fn udp(rate: f64, cap: f64, delay_ms: f64) -> NetSim {
         NetSim::new(Network {
-            protocol: Protocol::Udp,
             rate_mbit_s: rate,
             delay_ms,
             cap_mbit_s: cap,
             cpu_us_per_packet: 10.0,
             cpu_work_ms: None,
             ping: false,
-            ring_slots: 256,
-            ping_interval_ms: 100.0,
-            any_vcpu: false,
+            ..Network::spec002(Protocol::Udp)
         })
     }
 

@@ -444,16 +444,12 @@ proptest! {
         seed in 0u64..1000,
     ) {
         let flood = Network {
-            protocol: Protocol::Udp,
             rate_mbit_s: 2000.0,
             delay_ms: 0.0,
             cap_mbit_s: 4000.0,
             cpu_us_per_packet: 20.0,
             cpu_work_ms: Some(5.0),
-            ping: true,
-            ring_slots: 256,
-            ping_interval_ms: 100.0,
-            any_vcpu: false,
+            ..Network::spec002(Protocol::Udp)
         };
         // A CPU hog that never becomes an NSVM, so the flood's pool is never the whole host.
         let hog = Workload::Serial { work_ms: 50.0, mem_intensity: 0.0 };
@@ -479,16 +475,12 @@ proptest! {
 fn ring_drops_beside_a_hog(slice_ms: f64) -> (u64, SimResult) {
     let host = Host::symmetric(1);
     let net = Network {
-        protocol: Protocol::Udp,
         rate_mbit_s: 120.0,
         delay_ms: 1.0,
         cap_mbit_s: 1000.0,
         cpu_us_per_packet: 1.0,
-        cpu_work_ms: Some(1000.0),
         ping: false,
-        ring_slots: 256,
-        ping_interval_ms: 100.0,
-        any_vcpu: false,
+        ..Network::spec002(Protocol::Udp)
     };
     let mut vms = vec![
         Vm::new("net", 1, Workload::Network(net)),
@@ -681,16 +673,12 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
     let mut host = Host::symmetric(3);
     host.cores[2].reserved = true;
     let net = Network {
-        protocol: Protocol::Udp,
         rate_mbit_s: 1000.0,
         delay_ms: 1.0,
         cap_mbit_s: 2000.0,
         cpu_us_per_packet: 1.0,
-        cpu_work_ms: Some(1000.0),
         ping: false,
-        ring_slots: 256,
-        ping_interval_ms: 100.0,
-        any_vcpu: false,
+        ..Network::spec002(Protocol::Udp)
     };
     let mut vms = vec![Vm::new("net", 1, Workload::Network(net))];
     for i in 0..3 {
