@@ -428,12 +428,9 @@ class HostScene:
             s.settimeout(15.0)  # a guest that stops reading fails the call instead of hanging it
             s.connect((self.guests[i].ip, TCP_PORT))
             start = time.monotonic()
-            while (now := time.monotonic()) < start + seconds:
-                ahead = sent * 8 / (mbit * 1e6) - (now - start) if mbit else 0.0
-                if ahead > 0:
-                    time.sleep(min(ahead, start + seconds - now))
-                    continue
-                sent += s.send(chunk)
+            while time.monotonic() < start + seconds:
+                if not _paced(start, seconds, sent, mbit):
+                    sent += s.send(chunk)
             s.shutdown(socket.SHUT_WR)
             received = int(_read_to_eof(s) or b"-1")
             elapsed = time.monotonic() - start
@@ -446,10 +443,8 @@ class HostScene:
         with self.netns_socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.connect((self.guests[i].ip, UDP_PORT))
             start = time.monotonic()
-            while (now := time.monotonic()) < start + seconds:
-                ahead = sent * 8 / (mbit * 1e6) - (now - start) if mbit else 0.0
-                if ahead > 0:
-                    time.sleep(min(ahead, start + seconds - now))
+            while time.monotonic() < start + seconds:
+                if _paced(start, seconds, sent, mbit):
                     continue
                 for _ in range(32):  # the clock is read once per batch: a flood is cheap to send
                     try:
@@ -488,6 +483,16 @@ def _result(proto: str, sent: int, received: int, elapsed: float, seconds: float
         "mbit": received * 8 / elapsed / 1e6 if elapsed > 0 else 0.0,
         "asked_seconds": seconds,
     }
+
+
+def _paced(start: float, seconds: float, sent: int, mbit: float | None) -> bool:
+    """Sleeps while `sent` bytes are ahead of `mbit` (until the stream's end at most); whether it
+    slept, so the caller reads the clock again before sending."""
+    now = time.monotonic()
+    ahead = sent * 8 / (mbit * 1e6) - (now - start) if mbit else 0.0
+    if ahead > 0:
+        time.sleep(max(0.0, min(ahead, start + seconds - now)))
+    return ahead > 0
 
 
 def main() -> int:
