@@ -524,6 +524,7 @@ def parser() -> argparse.ArgumentParser:
 
     # Listed for --help only: `main` hands `colosched agent …` to the agent's own parser.
     sub.add_parser("agent", help="node agent: move best-effort tasks between NUMA nodes (docs/agent.md)")
+    sub.add_parser("host", help="host agent: vCPU pools and slices for QEMU/KVM VMs (docs/host-agent.md)")
     sub.add_parser("memwatch", help="memory-threshold notification for a cgroup (docs/memwatch.md)")
     p = sub.add_parser("demo", help="all 8 policies on the bundled real sample")
     p.add_argument("--out", type=Path, default=Path("out"))
@@ -539,6 +540,11 @@ def main(argv: list[str] | None = None) -> int:
         # The agent (Rust) parses its own flags and waits for SIGTERM/SIGINT itself, so it can
         # restore what it changed before exiting; same command line as the static binary.
         return _native.agent_main(argv[1:])
+    if argv[:1] == ["host"]:
+        from colosched import _native
+
+        # `colosched-agent host …`: the host agent lives in the agent's binary and parser.
+        return _native.agent_main(argv)
     if argv[:1] == ["memwatch"]:
         from colosched import _native
 

@@ -168,3 +168,13 @@ def test_pings_are_one_row_per_sample_and_fairness_spread_is_spec001s_std():
     # a and b are equal (2-vCPU serial): SCT = 0.5 and 1.5, std 0.5; c has no twin.
     spread = _sct_spread(vms)
     assert spread.height == 1 and spread["std"][0] == pytest.approx(0.5) and spread["vms"][0] == 2
+
+
+def test_colosched_host_is_the_agents_host_command(tmp_path, capfd):
+    # `colosched host …` runs the host agent of the static binary, in this process.
+    assert cli.main(["host", "--help"]) == 0
+    assert "check-config" in capfd.readouterr().out
+    bad = tmp_path / "host.toml"
+    bad.write_text('[[vm]]\nname = "web"\nweight = -1\n')
+    assert cli.main(["host", "check-config", "--config", str(bad)]) == 2
+    assert f"{bad}: vm[0].weight: must be positive" in capfd.readouterr().err

@@ -137,6 +137,9 @@ enum Cmd {
         #[command(flatten)]
         common: Common,
     },
+    /// The host agent: spec 002's NSVM/NNVM pools and slices for QEMU/KVM VMs (docs/host-agent.md).
+    #[command(subcommand, after_help = crate::host::cli::EXAMPLES)]
+    Host(crate::host::cli::HostCmd),
     /// The memory-threshold watcher (its own flags: `memwatch --help`; docs/memwatch.md).
     #[command(disable_help_flag = true)]
     Memwatch {
@@ -233,6 +236,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
     match cmd {
         // Its own flags and exit codes (docs/memwatch.md).
         Cmd::Memwatch { args } => Ok(crate::memwatch::cli::main(&args)),
+        Cmd::Host(cmd) => crate::host::cli::dispatch(cmd),
         Cmd::CheckConfig { common: a } => {
             let agent = agent_for(&a, load_config(&a, &Overrides::default())?)?;
             println!(

@@ -209,23 +209,23 @@ const KNOWN: &[(&str, &[&str])] = &[
 ];
 
 /// A typed view of one TOML table that names `section.key` in every error.
-struct Section<'a> {
-    name: &'static str,
-    table: Option<&'a toml::Table>,
+pub(crate) struct Section<'a> {
+    pub name: String,
+    pub table: Option<&'a toml::Table>,
 }
 
 impl<'a> Section<'a> {
-    fn key(&self, k: &str) -> String {
+    pub fn key(&self, k: &str) -> String {
         if self.name.is_empty() {
             k.to_string()
         } else {
             format!("{}.{k}", self.name)
         }
     }
-    fn get(&self, k: &str) -> Option<&'a toml::Value> {
+    pub fn get(&self, k: &str) -> Option<&'a toml::Value> {
         self.table?.get(k)
     }
-    fn num(&self, k: &str) -> Result<Option<f64>> {
+    pub fn num(&self, k: &str) -> Result<Option<f64>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::Float(f)) => Ok(Some(*f)),
@@ -236,7 +236,7 @@ impl<'a> Section<'a> {
             )),
         }
     }
-    fn str(&self, k: &str) -> Result<Option<&'a str>> {
+    pub fn str(&self, k: &str) -> Result<Option<&'a str>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::String(s)) => Ok(Some(s)),
@@ -246,7 +246,7 @@ impl<'a> Section<'a> {
             )),
         }
     }
-    fn bool(&self, k: &str) -> Result<Option<bool>> {
+    pub fn bool(&self, k: &str) -> Result<Option<bool>> {
         match self.get(k) {
             None => Ok(None),
             Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
@@ -256,7 +256,7 @@ impl<'a> Section<'a> {
             )),
         }
     }
-    fn strings(&self, k: &str) -> Result<Option<Vec<String>>> {
+    pub fn strings(&self, k: &str) -> Result<Option<Vec<String>>> {
         let Some(v) = self.get(k) else {
             return Ok(None);
         };
@@ -267,7 +267,7 @@ impl<'a> Section<'a> {
             .collect::<Result<_>>()
             .map(Some)
     }
-    fn paths(&self, k: &str) -> Result<Vec<PathBuf>> {
+    pub fn paths(&self, k: &str) -> Result<Vec<PathBuf>> {
         let list = self.strings(k)?.unwrap_or_default();
         if list.iter().any(|p| p.trim().is_empty()) {
             return Err(Error::config(self.key(k), "an empty path"));
@@ -275,7 +275,7 @@ impl<'a> Section<'a> {
         Ok(list.into_iter().map(PathBuf::from).collect())
     }
     /// A number that must satisfy `ok`, described by `what` in the error.
-    fn checked(&self, k: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>> {
+    pub fn checked(&self, k: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>> {
         match self.num(k)? {
             Some(x) if !(x.is_finite() && ok(x)) => Err(Error::config(
                 self.key(k),
@@ -284,6 +284,41 @@ impl<'a> Section<'a> {
             x => Ok(x),
         }
     }
+}
+
+/// Refuses a key `known` does not list (a typo must not fall back to a default silently) and a
+/// section that is not a table. `known` maps each section ("" = the top level) to its keys.
+pub(crate) fn check_known(root: &toml::Table, known: &[(&str, &[&str])]) -> Result<()> {
+    for (section, keys) in known {
+        let table = if section.is_empty() {
+            Some(root)
+        } else {
+            match root.get(*section) {
+                None => None,
+                Some(toml::Value::Table(t)) => Some(t),
+                Some(_) => {
+                    return Err(Error::config(
+                        *section,
+                        format!("expected a table [{section}]"),
+                    ))
+                }
+            }
+        };
+        for k in table.into_iter().flat_map(|t| t.keys()) {
+            if !keys.contains(&k.as_str()) {
+                let name = if section.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{section}.{k}")
+                };
+                return Err(Error::config(
+                    name,
+                    format!("unknown key (known: {})", keys.join(", ")),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 impl Config {
@@ -298,37 +333,9 @@ impl Config {
         let root: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
-        for (section, keys) in KNOWN {
-            let table = if section.is_empty() {
-                Some(&root)
-            } else {
-                match root.get(*section) {
-                    None => None,
-                    Some(toml::Value::Table(t)) => Some(t),
-                    Some(_) => {
-                        return Err(Error::config(
-                            *section,
-                            format!("expected a table [{section}]"),
-                        ))
-                    }
-                }
-            };
-            for k in table.into_iter().flat_map(|t| t.keys()) {
-                if !keys.contains(&k.as_str()) {
-                    let name = if section.is_empty() {
-                        k.clone()
-                    } else {
-                        format!("{section}.{k}")
-                    };
-                    return Err(Error::config(
-                        name,
-                        format!("unknown key (known: {})", keys.join(", ")),
-                    ));
-                }
-            }
-        }
+        check_known(&root, KNOWN)?;
         let sec = |name: &'static str| Section {
-            name,
+            name: name.to_string(),
             table: if name.is_empty() {
                 Some(&root)
             } else {

@@ -18,6 +18,7 @@ pub mod decide;
 pub mod error;
 #[cfg(test)]
 mod fake;
+pub mod host;
 pub mod metrics;
 pub mod report;
 pub mod sense;

@@ -185,9 +185,23 @@ impl Metrics {
     }
 }
 
+/// What `serve` serves: the OpenMetrics text of the values now.
+pub trait Render {
+    fn render(&self) -> String;
+}
+
+impl Render for Metrics {
+    fn render(&self) -> String {
+        Metrics::render(self)
+    }
+}
+
 /// Binds `addr` and serves `GET /metrics` from a background thread. Binding errors are returned
 /// (an operator asked for the endpoint; silently not having it would mislead).
-pub fn serve(addr: SocketAddr, metrics: Arc<Mutex<Metrics>>) -> Result<SocketAddr, String> {
+pub fn serve<M: Render + Send + 'static>(
+    addr: SocketAddr,
+    metrics: Arc<Mutex<M>>,
+) -> Result<SocketAddr, String> {
     let server =
         tiny_http::Server::http(addr).map_err(|e| format!("metrics.listen {addr}: {e}"))?;
     let bound = server

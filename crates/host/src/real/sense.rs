@@ -324,12 +324,15 @@ impl CpuDelta {
         self.vcpus.iter().flatten().map(|v| v.wait_ns).sum()
     }
 
-    /// The VM's CPU load over the interval in CPUs (spec 002's L_i: 1.5 = 150 %).
+    /// The VM's CPU load over the interval in CPUs (spec 002's L_i: 1.5 = 150 %): the time its
+    /// vCPU threads ran *or waited to run*, as the simulator counts a VM's runnable vCPUs. Its
+    /// demand, not what it got: the CPU time alone never exceeds a VM's share under a fair
+    /// scheduler, so no VM would ever be hungry (docs/host-sim.md, open question 2).
     pub fn load(&self) -> f64 {
         if self.interval_ns == 0 {
             return 0.0;
         }
-        self.run_ns() as f64 / self.interval_ns as f64
+        (self.run_ns() + self.wait_ns()) as f64 / self.interval_ns as f64
     }
 }
 
@@ -472,7 +475,7 @@ mod tests {
         let c = cpu_delta(&c0, &c1);
         assert_eq!((c.run_ns(), c.wait_ns()), (8_000_000, 1_500_000));
         assert_eq!(c.vcpus[0].unwrap().slices, 3);
-        assert!((c.load() - 8e6 / c.interval_ns as f64).abs() < 1e-12);
+        assert!((c.load() - 9.5e6 / c.interval_ns as f64).abs() < 1e-12);
         assert_eq!((c.resets, c.missing), (0, 0));
         assert_eq!(
             s.tap_totals(),

@@ -1,0 +1,239 @@
+//! `colosched-agent host …` (and `colosched host …`): run, plan --once, restore, check-config.
+//! Exit 2 on a bad command line or config (the message names the flag or key), 1 on a runtime
+//! failure.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use clap::Subcommand;
+
+use super::config::HostConfig;
+use super::daemon::{summary, HostAgent};
+use crate::act::state::StateLock;
+use crate::error::Error;
+use colosched_host::act::state::HostState;
+
+pub const EXAMPLES: &str = "examples:
+  colosched-agent host check-config --config host.toml
+  colosched-agent host plan --once --config host.toml --json
+  colosched-agent host run --config host.toml --decision-log /var/log/colosched-host.jsonl
+  colosched-agent host restore --state-file /run/colosched-host/state.json
+
+docs/host-agent.md lists every key of host.toml.";
+
+const ERRORS_LOGGED_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Subcommand)]
+pub enum HostCmd {
+    /// Run until SIGTERM, SIGINT or SIGHUP, then put back everything changed.
+    Run {
+        /// The host agent's TOML config.
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Classify, plan and log; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        #[arg(long, value_name = "F")]
+        state_file: Option<PathBuf>,
+        /// JSON lines, one per window ("-" = stdout).
+        #[arg(long, value_name = "F")]
+        decision_log: Option<PathBuf>,
+        /// Serve Prometheus metrics: HOST:PORT, or PORT for 127.0.0.1.
+        #[arg(long, value_name = "ADDR|PORT")]
+        metrics: Option<String>,
+    },
+    /// Watch one window and print what the agent would do (VMs, kinds, reasons, pools,
+    /// slices); changes nothing.
+    Plan {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// One window (the only kind of plan).
+        #[arg(long, required = true)]
+        once: bool,
+        /// One JSON object on one line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back what a host agent that was killed changed, from its state file.
+    Restore {
+        /// Take the state file from this config.
+        #[arg(long, value_name = "FILE", required_unless_present = "state_file")]
+        config: Option<PathBuf>,
+        #[arg(long, value_name = "F")]
+        state_file: Option<PathBuf>,
+    },
+    /// Check a config against this host and print the VMs, taps and vCPU threads found.
+    CheckConfig {
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+    },
+}
+
+fn agent(path: &Path, c: HostConfig) -> Result<HostAgent, Error> {
+    HostAgent::new(c).map_err(|e| Error::in_file(path, e))
+}
+
+pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
+    match cmd {
+        HostCmd::CheckConfig { config } => {
+            let a = agent(&config, HostConfig::load(&config)?)?;
+            println!(
+                "ok: CPUs {} for the pools; slices {} ms (NSVM) / {} ms (NNVM; 0 = left); default slice {} ms",
+                crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),
+                a.cfg.nsvm_slice_ms,
+                a.cfg.nnvm_slice_ms,
+                a.default_slice_ns as f64 / 1e6
+            );
+            for t in &a.vms {
+                println!(
+                    "VM {} (pid {}): {} vCPU thread(s) {:?}, taps {:?} (read from {}), weight {}",
+                    t.vm.name,
+                    t.vm.pid,
+                    t.vm.vcpus.len(),
+                    t.vm.vcpus.iter().map(|v| v.tid).collect::<Vec<_>>(),
+                    t.vm.taps,
+                    t.sys_root.display(),
+                    t.weight
+                );
+            }
+            for name in a.absent() {
+                println!("VM {name}: not running now (watched once it starts)");
+            }
+            Ok(0)
+        }
+        HostCmd::Plan { config, json, .. } => {
+            let mut c = HostConfig::load(&config)?;
+            (c.dry_run, c.decision_log) = (true, None);
+            let mut a = agent(&config, c)?;
+            let tick = Duration::from_millis(a.cfg.interval_ms as u64);
+            let mut next = Instant::now();
+            let w = loop {
+                next += tick;
+                std::thread::sleep(next.saturating_duration_since(Instant::now()));
+                if let Some(w) = a.tick()? {
+                    break w;
+                }
+            };
+            if json {
+                println!("{}", w.json);
+            } else {
+                println!("{}", serde_json::to_string_pretty(&w.json).expect("json"));
+            }
+            Ok(0)
+        }
+        HostCmd::Restore { config, state_file } => {
+            let c = match &config {
+                Some(p) => HostConfig::load(p)?,
+                None => HostConfig::default(),
+            };
+            let path = state_file.unwrap_or(c.state_file.clone());
+            if !path.exists() {
+                println!("nothing to restore: {} does not exist", path.display());
+                return Ok(0);
+            }
+            // A live agent holds the lock: its state is its own to restore (SIGTERM it).
+            let _lock = StateLock::acquire(&path)?;
+            if !path.exists() {
+                println!("nothing to restore: its agent put everything back meanwhile");
+                return Ok(0);
+            }
+            let state = HostState::load(&path).map_err(|e| Error::state(&path, e))?;
+            let r = state.restore(&c.proc_root);
+            for e in &r.errors {
+                tracing::warn!("{e}");
+            }
+            std::fs::remove_file(&path).map_err(|e| Error::state(&path, e))?;
+            println!("{}", summary(&r));
+            Ok(if r.errors.is_empty() { 0 } else { 1 })
+        }
+        HostCmd::Run {
+            config,
+            dry_run,
+            state_file,
+            decision_log,
+            metrics,
+        } => {
+            let mut c = HostConfig::load(&config)?;
+            c.dry_run |= dry_run;
+            if let Some(s) = state_file {
+                c.state_file = s;
+            }
+            if decision_log.is_some() {
+                c.decision_log = decision_log;
+            }
+            if let Some(m) = metrics {
+                c.metrics_listen = Some(
+                    crate::config::parse_listen(&m).map_err(|e| Error::config("--metrics", e))?,
+                );
+            }
+            run(agent(&config, c)?)
+        }
+    }
+}
+
+fn run(mut a: HostAgent) -> Result<i32, Error> {
+    let signals = crate::signals::Signals::catch().map_err(Error::Runtime)?;
+    let _lock = StateLock::acquire(&a.cfg.state_file)?;
+    if let Some(msg) = a.take_over_state()? {
+        tracing::info!("{msg}");
+    }
+    tracing::info!(
+        "starting: {} VM(s) [{}], CPUs {}; T_m {} ms, T_s {} ms, hold {} window(s); slices {} / {} ms{}",
+        a.vms.len(),
+        a.vms.iter().map(|t| t.vm.name.as_str()).collect::<Vec<_>>().join(", "),
+        crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),
+        a.cfg.interval_ms,
+        a.cfg.window_ms,
+        a.cfg.hold_windows,
+        a.cfg.nsvm_slice_ms,
+        a.cfg.nnvm_slice_ms,
+        if a.cfg.dry_run { "; DRY RUN: nothing will be changed" } else { "" }
+    );
+    for name in a.absent() {
+        tracing::info!("VM {name} is not running: watched once it starts");
+    }
+    if let Some(addr) = a.cfg.metrics_listen {
+        let bound = crate::metrics::serve(addr, a.metrics.clone()).map_err(Error::Runtime)?;
+        tracing::info!("metrics at http://{bound}/metrics");
+    }
+    let tick = Duration::from_millis(a.cfg.interval_ms as u64);
+    let mut next = Instant::now();
+    let mut built = (Vec::new(), 0);
+    let (mut failed, mut failed_logged) = (0u64, None::<Instant>);
+    let result = loop {
+        match a.tick() {
+            Ok(Some(w)) if w.built != built => {
+                tracing::info!(
+                    "window {}: NSVM pool {} CPU(s) for [{}]; {} thread(s) changed{}",
+                    a.windows,
+                    w.built.1,
+                    w.built.0.join(", "),
+                    w.changes,
+                    if a.cfg.dry_run { " (dry run)" } else { "" }
+                );
+                built = w.built;
+            }
+            Ok(_) => {}
+            Err(e @ Error::State { .. }) => break Err(e), // cannot record: stop changing things
+            Err(e) => {
+                failed += 1;
+                if failed_logged.is_none_or(|t: Instant| t.elapsed() >= ERRORS_LOGGED_EVERY) {
+                    tracing::warn!("window failed ({failed} since the last such line): {e}");
+                    (failed, failed_logged) = (0, Some(Instant::now()));
+                }
+            }
+        }
+        next += tick;
+        let now = Instant::now();
+        if next < now {
+            next = now; // a late tick is not made up for by a burst of early ones
+        }
+        if let Some(sig) = signals.wait(next - now) {
+            tracing::info!("signal {sig}: restoring and exiting");
+            break Ok(0);
+        }
+    };
+    let r = a.release()?;
+    tracing::info!("{}", summary(&r));
+    result
+}

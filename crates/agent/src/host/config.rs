@@ -1,0 +1,442 @@
+//! host.toml, the host agent's configuration: parsed by hand from a TOML table like agent.toml
+//! (`crate::config`), so every error names its key and an unknown key is refused.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use colosched_host::decide::diff::{NsvmThresholds, PoolParams};
+
+use crate::config::{check_known, parse_listen, Section};
+use crate::cpuset::CpuSet;
+use crate::error::{Error, Result};
+
+/// One VM the agent is given, matched by its QEMU `-name`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmConfig {
+    pub name: String,
+    /// W_i; `None` = its vCPU count (the paper's W ∝ vCPUs).
+    pub weight: Option<f64>,
+    /// Its taps; `None` = those its QEMU has (command line and open tap fds).
+    pub taps: Option<Vec<String>>,
+    /// A QMP socket of its own to ask for its vCPU threads (`query-cpus-fast`); `None` = find
+    /// them by thread name (`CPU n/KVM`). Never a socket the agent was not given: libvirt's
+    /// monitor is libvirt's.
+    pub qmp: Option<PathBuf>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostConfig {
+    /// T_m: one ring sample of every VM per interval (ms).
+    pub interval_ms: u32,
+    /// T_s: one classification and plan per window (ms, a multiple of `interval_ms`).
+    pub window_ms: u32,
+    /// A VM stays NSVM this many windows after its rings last said so (`NsvmHold`).
+    pub hold_windows: u32,
+    /// VMs are looked for again every this many windows (new ones join, gone ones leave).
+    pub rediscover_windows: u32,
+    /// The CPUs the two pools share; `None` = every online CPU.
+    pub cpus: Option<CpuSet>,
+    pub state_file: PathBuf,
+    pub decision_log: Option<PathBuf>,
+    pub dry_run: bool,
+    /// The random numbers of the pool sizing (eqs 19–20).
+    pub seed: u64,
+    pub proc_root: PathBuf,
+    pub sys_root: PathBuf,
+    /// Where the v1 `cpuset` hierarchy is mounted; the pools are made in it.
+    pub cpuset_root: PathBuf,
+    pub thresholds: NsvmThresholds,
+    pub pools: PoolParams,
+    /// The EEVDF slice the NSVMs' vCPU threads ask for (ms).
+    pub nsvm_slice_ms: f64,
+    /// The NNVMs' slice (ms); 0 = leave theirs as it is.
+    pub nnvm_slice_ms: f64,
+    /// Every QEMU process on the host, not only the VMs listed.
+    pub all_vms: bool,
+    pub vms: Vec<VmConfig>,
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            interval_ms: 10,
+            window_ms: 100,
+            hold_windows: 10,
+            rediscover_windows: 10,
+            cpus: None,
+            state_file: PathBuf::from("/run/colosched-host/state.json"),
+            decision_log: None,
+            dry_run: false,
+            seed: 0x5eed,
+            proc_root: PathBuf::from("/proc"),
+            sys_root: PathBuf::from("/sys"),
+            cpuset_root: PathBuf::from("/sys/fs/cgroup/cpuset"),
+            thresholds: NsvmThresholds::default(),
+            pools: PoolParams::default(),
+            nsvm_slice_ms: 1.0,
+            nnvm_slice_ms: 30.0,
+            all_vms: false,
+            vms: Vec::new(),
+            metrics_listen: None,
+        }
+    }
+}
+
+const KNOWN: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "interval_ms",
+            "window_ms",
+            "hold_windows",
+            "rediscover_windows",
+            "cpus",
+            "seed",
+            "state_file",
+            "decision_log",
+            "dry_run",
+            "paths",
+            "classify",
+            "pools",
+            "vms",
+            "vm",
+            "metrics",
+        ],
+    ),
+    ("paths", &["proc_root", "sys_root", "cpuset_root"]),
+    (
+        "classify",
+        &[
+            "ql_max",
+            "ql_th",
+            "overflow_freq",
+            "overload_freq",
+            "tx_mean_nonzero",
+            "tx_stall_freq",
+        ],
+    ),
+    (
+        "pools",
+        &["nsvm_slice_ms", "nnvm_slice_ms", "nonempty_pool_floor"],
+    ),
+    ("vms", &["all"]),
+    ("metrics", &["listen"]),
+];
+const VM_KEYS: &[&str] = &["name", "weight", "taps", "qmp"];
+
+fn section<'a>(root: &'a toml::Table, name: &str) -> Section<'a> {
+    Section {
+        name: name.to_string(),
+        table: if name.is_empty() {
+            Some(root)
+        } else {
+            root.get(name).and_then(|v| v.as_table())
+        },
+    }
+}
+
+/// A whole number in `lo..=hi`.
+fn int(s: &Section, k: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
+    s.checked(k, &format!("an integer from {lo} to {hi}"), |x| {
+        x.fract() == 0.0 && (lo..=hi).contains(&x)
+    })
+}
+
+fn path(s: &Section, k: &str) -> Result<Option<PathBuf>> {
+    match s.str(k)? {
+        Some(p) if p.trim().is_empty() => Err(Error::config(s.key(k), "an empty path")),
+        p => Ok(p.map(PathBuf::from)),
+    }
+}
+
+impl HostConfig {
+    pub fn load(path: &std::path::Path) -> Result<HostConfig> {
+        let in_file = |e| Error::in_file(path, e);
+        let text =
+            std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
+        HostConfig::parse(&text).map_err(in_file)
+    }
+
+    pub fn parse(text: &str) -> Result<HostConfig> {
+        let root: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
+        check_known(&root, KNOWN)?;
+        let (top, paths, cls, pools, vms, met) = (
+            section(&root, ""),
+            section(&root, "paths"),
+            section(&root, "classify"),
+            section(&root, "pools"),
+            section(&root, "vms"),
+            section(&root, "metrics"),
+        );
+        let mut c = HostConfig::default();
+        if let Some(x) = int(&top, "interval_ms", 1.0, 1000.0)? {
+            c.interval_ms = x as u32;
+        }
+        if let Some(x) = int(&top, "window_ms", 1.0, 60_000.0)? {
+            c.window_ms = x as u32;
+        }
+        if let Some(x) = int(&top, "hold_windows", 0.0, 10_000.0)? {
+            c.hold_windows = x as u32;
+        }
+        if let Some(x) = int(&top, "rediscover_windows", 1.0, 10_000.0)? {
+            c.rediscover_windows = x as u32;
+        }
+        if let Some(list) = top.str("cpus")? {
+            c.cpus = Some(
+                list.parse::<CpuSet>()
+                    .map_err(|e| Error::config("cpus", e))?,
+            );
+        }
+        if let Some(x) = int(&top, "seed", 0.0, 9.007_199_254_740_992e15)? {
+            c.seed = x as u64;
+        }
+        if let Some(p) = path(&top, "state_file")? {
+            c.state_file = p;
+        }
+        c.decision_log = top
+            .str("decision_log")?
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        c.dry_run = top.bool("dry_run")?.unwrap_or(false);
+        for (k, slot) in [
+            ("proc_root", &mut c.proc_root),
+            ("sys_root", &mut c.sys_root),
+            ("cpuset_root", &mut c.cpuset_root),
+        ] {
+            if let Some(p) = path(&paths, k)? {
+                *slot = p;
+            }
+        }
+        let t = &mut c.thresholds;
+        if let Some(x) = int(&cls, "ql_max", 1.0, 65_536.0)? {
+            t.ql_max = x as u32;
+        }
+        if let Some(x) = int(&cls, "ql_th", 1.0, 65_536.0)? {
+            t.ql_th = x as u32;
+        }
+        let fraction = |k| cls.checked(k, "a fraction from 0 to 1", |x| (0.0..=1.0).contains(&x));
+        t.overflow_freq = fraction("overflow_freq")?.unwrap_or(t.overflow_freq);
+        t.overload_freq = fraction("overload_freq")?.unwrap_or(t.overload_freq);
+        t.tx_stall_freq = fraction("tx_stall_freq")?.unwrap_or(t.tx_stall_freq);
+        t.tx_mean_nonzero = cls
+            .checked("tx_mean_nonzero", "≥ 0", |x| x >= 0.0)?
+            .unwrap_or(t.tx_mean_nonzero);
+        if t.ql_th > t.ql_max {
+            return Err(Error::config(
+                "classify.ql_th",
+                format!("{} is above classify.ql_max ({})", t.ql_th, t.ql_max),
+            ));
+        }
+        // The kernel takes 0.1 to 100 ms (it clamps anything else without a word).
+        let slice = |k| {
+            pools.checked(k, "0 or from 0.1 to 100 (ms, the kernel's range)", |x| {
+                x == 0.0 || (0.1..=100.0).contains(&x)
+            })
+        };
+        c.nsvm_slice_ms = slice("nsvm_slice_ms")?.unwrap_or(c.nsvm_slice_ms);
+        c.nnvm_slice_ms = slice("nnvm_slice_ms")?.unwrap_or(c.nnvm_slice_ms);
+        c.pools.ns_slice_ms = c.nsvm_slice_ms;
+        c.pools.nn_slice_ms = c.nnvm_slice_ms;
+        c.pools.nonempty_pool_floor = pools.bool("nonempty_pool_floor")?.unwrap_or(true);
+        c.all_vms = vms.bool("all")?.unwrap_or(false);
+        c.vms = parse_vms(&root)?;
+        if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
+            c.metrics_listen =
+                Some(parse_listen(addr).map_err(|e| Error::config("metrics.listen", e))?);
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Checks that need the whole config (after command-line overrides).
+    pub fn validate(&self) -> Result<()> {
+        if !self.window_ms.is_multiple_of(self.interval_ms) {
+            return Err(Error::config(
+                "window_ms",
+                format!(
+                    "{} is not a multiple of interval_ms ({}): a window is a whole number of samples",
+                    self.window_ms, self.interval_ms
+                ),
+            ));
+        }
+        if self.vms.is_empty() && !self.all_vms {
+            return Err(Error::config(
+                "vm",
+                "no VM given: list them as [[vm]] tables with a name (their QEMU -name), or set \
+                 vms.all = true to take every QEMU process on the host",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The `[[vm]]` tables, each named `vm[i].key` in errors.
+fn parse_vms(root: &toml::Table) -> Result<Vec<VmConfig>> {
+    let Some(v) = root.get("vm") else {
+        return Ok(Vec::new());
+    };
+    let list = v
+        .as_array()
+        .ok_or_else(|| Error::config("vm", "expected [[vm]] tables"))?;
+    let mut out: Vec<VmConfig> = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let at = format!("vm[{i}]");
+        let table = item
+            .as_table()
+            .ok_or_else(|| Error::config(&at, "expected a table"))?;
+        if let Some(k) = table.keys().find(|k| !VM_KEYS.contains(&k.as_str())) {
+            return Err(Error::config(
+                format!("{at}.{k}"),
+                format!("unknown key (known: {})", VM_KEYS.join(", ")),
+            ));
+        }
+        let s = Section {
+            name: at.clone(),
+            table: Some(table),
+        };
+        let name = s
+            .str("name")?
+            .filter(|n| !n.trim().is_empty())
+            .ok_or_else(|| Error::config(s.key("name"), "each VM needs its QEMU -name"))?;
+        if out.iter().any(|v| v.name == name) {
+            return Err(Error::config(
+                s.key("name"),
+                format!("{name:?} is listed twice"),
+            ));
+        }
+        let taps = s.strings("taps")?;
+        if taps
+            .as_ref()
+            .is_some_and(|t| t.iter().any(|x| x.trim().is_empty()))
+        {
+            return Err(Error::config(s.key("taps"), "an empty tap name"));
+        }
+        out.push(VmConfig {
+            name: name.to_string(),
+            weight: s.checked("weight", "positive", |x| x > 0.0)?,
+            taps,
+            qmp: path(&s, "qmp")?,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        let e = HostConfig::parse(text).unwrap_err();
+        assert!(e.is_usage(), "{e:?}");
+        e.to_string()
+    }
+
+    #[test]
+    fn defaults_and_a_full_example() {
+        let c = HostConfig::parse("vms.all = true").unwrap();
+        assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (10, 100, 10));
+        assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (1.0, 30.0));
+        assert_eq!(c.thresholds, NsvmThresholds::default());
+        let c = HostConfig::parse(
+            r#"
+            interval_ms = 20
+            window_ms = 200
+            hold_windows = 0
+            cpus = "0-1"
+            dry_run = true
+            [paths]
+            cpuset_root = "/x/cpuset"
+            [classify]
+            ql_th = 100
+            tx_stall_freq = 0.4
+            [pools]
+            nsvm_slice_ms = 0.5
+            nnvm_slice_ms = 0
+            [[vm]]
+            name = "web"
+            weight = 2
+            taps = ["tap0"]
+            qmp = "/run/web.qmp"
+            [[vm]]
+            name = "batch"
+            [metrics]
+            listen = "9465"
+            "#,
+        )
+        .unwrap();
+        assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (20, 200, 0));
+        assert_eq!(c.cpus.unwrap().to_string(), "0-1");
+        assert!(c.dry_run);
+        assert_eq!(c.cpuset_root, PathBuf::from("/x/cpuset"));
+        assert_eq!((c.thresholds.ql_th, c.thresholds.tx_stall_freq), (100, 0.4));
+        assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (0.5, 0.0));
+        assert_eq!(c.vms.len(), 2);
+        assert_eq!(c.vms[0].weight, Some(2.0));
+        assert_eq!(c.vms[0].taps.as_deref(), Some(&["tap0".to_string()][..]));
+        assert_eq!(c.vms[1].qmp, None);
+        assert_eq!(c.metrics_listen.unwrap().to_string(), "127.0.0.1:9465");
+    }
+
+    #[test]
+    fn the_shipped_example_parses_and_changes_nothing() {
+        let c = HostConfig::parse(include_str!("../../../../examples/host.toml")).unwrap();
+        assert!(c.dry_run && c.all_vms);
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        for (text, key) in [
+            ("vms.all = true\ninterval = 10", "interval: unknown key"),
+            (
+                "vms.all = true\nwindow_ms = 105",
+                "window_ms: 105 is not a multiple",
+            ),
+            (
+                "vms.all = true\ninterval_ms = 0",
+                "interval_ms: must be an integer",
+            ),
+            ("vms.all = true\ncpus = \"0-x\"", "cpus:"),
+            (
+                "vms.all = true\n[pools]\nnsvm_slice_ms = 0.05",
+                "pools.nsvm_slice_ms: must be",
+            ),
+            (
+                "vms.all = true\n[classify]\nql_th = 300",
+                "classify.ql_th: 300 is above",
+            ),
+            (
+                "vms.all = true\n[classify]\noverflow_freq = 2",
+                "classify.overflow_freq",
+            ),
+            ("[[vm]]\nweight = 1", "vm[0].name: each VM needs"),
+            (
+                "[[vm]]\nname = \"a\"\n[[vm]]\nname = \"a\"",
+                "vm[1].name: \"a\" is listed twice",
+            ),
+            (
+                "[[vm]]\nname = \"a\"\ntap = [\"t\"]",
+                "vm[0].tap: unknown key",
+            ),
+            (
+                "[[vm]]\nname = \"a\"\nweight = -1",
+                "vm[0].weight: must be positive",
+            ),
+            (
+                "[[vm]]\nname = \"a\"\ntaps = \"t\"",
+                "vm[0].taps: expected a list",
+            ),
+            ("dry_run = true", "vm: no VM given"),
+            ("vm = 3", "vm: expected [[vm]] tables"),
+            (
+                "vms.all = true\n[metrics]\nlisten = \"x\"",
+                "metrics.listen",
+            ),
+        ] {
+            let e = err(text);
+            assert!(e.starts_with(key), "{text:?}: {e}");
+        }
+    }
+}
