@@ -208,6 +208,27 @@ def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
     assert sum(w["changes"] for w in log) >= 4
 
 
+def test_slices_alone_make_no_pools_and_are_put_back(scene, tmp_path):
+    before = snapshot(scene)
+    flood = flood_with_hogs(scene, 4.0)
+    proc = run_agent(tmp_path, scene, "[pools]\ncpusets = false")
+    g1 = scene.guests[1]
+    try:
+        assert wait_for(lambda: slice_ns(g1.vcpu_tids()[0]) == 1_000_000, 5.0), "no short slice"
+        for g in scene.guests:
+            for t in g.vcpu_tids():
+                want = 1_000_000 if g.index == 1 else 30_000_000
+                assert (cpuset_of(g.pid, t), slice_ns(t)) == (before[t][0], want), (g.index, t)
+        assert not any(p.exists() for p in POOLS)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        flood.join()
+        stop_hogs(scene)
+    assert proc.returncode == 0, err
+    assert snapshot(scene) == before
+
+
 def test_restore_after_sigkill_puts_everything_back(scene, tmp_path):
     before = snapshot(scene)
     flood = flood_with_hogs(scene, 4.0)

@@ -51,6 +51,8 @@ pub struct HostConfig {
     pub nsvm_slice_ms: f64,
     /// The NNVMs' slice (ms); 0 = leave theirs as it is.
     pub nnvm_slice_ms: f64,
+    /// Make the pools as cpusets; false = the slices alone (for experiments).
+    pub cpusets: bool,
     /// Every QEMU process on the host, not only the VMs listed.
     pub all_vms: bool,
     pub vms: Vec<VmConfig>,
@@ -76,6 +78,7 @@ impl Default for HostConfig {
             pools: PoolParams::default(),
             nsvm_slice_ms: 1.0,
             nnvm_slice_ms: 30.0,
+            cpusets: true,
             all_vms: false,
             vms: Vec::new(),
             metrics_listen: None,
@@ -118,7 +121,12 @@ const KNOWN: &[(&str, &[&str])] = &[
     ),
     (
         "pools",
-        &["nsvm_slice_ms", "nnvm_slice_ms", "nonempty_pool_floor"],
+        &[
+            "nsvm_slice_ms",
+            "nnvm_slice_ms",
+            "nonempty_pool_floor",
+            "cpusets",
+        ],
     ),
     ("vms", &["all"]),
     ("metrics", &["listen"]),
@@ -241,6 +249,7 @@ impl HostConfig {
         c.pools.ns_slice_ms = c.nsvm_slice_ms;
         c.pools.nn_slice_ms = c.nnvm_slice_ms;
         c.pools.nonempty_pool_floor = pools.bool("nonempty_pool_floor")?.unwrap_or(true);
+        c.cpusets = pools.bool("cpusets")?.unwrap_or(true);
         c.all_vms = vms.bool("all")?.unwrap_or(false);
         c.vms = parse_vms(&root)?;
         if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
@@ -260,6 +269,12 @@ impl HostConfig {
                     "{} is not a multiple of interval_ms ({}): a window is a whole number of samples",
                     self.window_ms, self.interval_ms
                 ),
+            ));
+        }
+        if !self.cpusets && self.nsvm_slice_ms == 0.0 && self.nnvm_slice_ms == 0.0 {
+            return Err(Error::config(
+                "pools.cpusets",
+                "false with both slices 0 would change nothing: set a slice, or cpusets = true",
             ));
         }
         if self.vms.is_empty() && !self.all_vms {

@@ -467,6 +467,7 @@ impl HostAgent {
             "t": crate::now_unix(),
             "window": self.windows,
             "dry_run": self.cfg.dry_run,
+            "cpusets": self.cfg.cpusets,
             "cpus": cpu_list(&self.cpus),
             "vms": rows,
             "plan": {"ns_cpus": plan.ns_cpus, "nn_cpus": plan.nn_cpus,
@@ -526,7 +527,9 @@ impl HostAgent {
         );
         let path = self.cfg.state_file.clone();
         let save = |s: &HostState| s.save(&path).map_err(|e| Error::state(&path, e));
+        let cpusets = self.cfg.cpusets;
         match &self.pools {
+            _ if !cpusets => {}
             None => {
                 let root = &self.cfg.cpuset_root;
                 self.state.pools = vec![root.join(NS_POOL), root.join(NN_POOL)];
@@ -576,9 +579,12 @@ impl HostAgent {
         save(&self.state)?;
         let mut changed = 0;
         for (tid, pool) in ready {
-            let (ns, nn) = self.pools.as_ref().expect("pools exist");
-            let dir = if pool == Pool::Ns { ns } else { nn };
-            if let Err(e) = dir.attach(tid) {
+            let attached = match &self.pools {
+                Some((ns, _)) if pool == Pool::Ns => ns.attach(tid),
+                Some((_, nn)) => nn.attach(tid),
+                None => Ok(()), // slices alone (pools.cpusets = false)
+            };
+            if let Err(e) = attached {
                 self.count(if e.raw_os_error() == Some(libc::ESRCH) {
                     "gone"
                 } else {
