@@ -11,6 +11,7 @@ hierarchy at /sys/fs/cgroup/cpuset, an EEVDF kernel (6.12+) and the static agent
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import signal
@@ -147,14 +148,22 @@ def test_plan_once_classifies_the_flooded_guest_and_changes_nothing(scene, tmp_p
     assert not any(p.exists() for p in POOLS)
 
 
-def run_agent(tmp: Path, scene: HostScene, extra: str = "") -> subprocess.Popen:
-    cfg = config(tmp, scene, extra)
-    return subprocess.Popen(
-        [str(AGENT), "host", "run", "--config", str(cfg), "--decision-log", str(tmp / "log.jsonl")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+@contextlib.contextmanager
+def agent_under_flood(tmp: Path, scene: HostScene, extra: str = "", stop=signal.SIGTERM):
+    """Every guest hogging, a UDP flood into guest 1, and `host run` on the three guests; on exit
+    the agent gets `stop` and is waited for (its return code and stderr in `proc.returncode` and
+    `proc.err`), then the flood and the hogs end."""
+    flood = flood_with_hogs(scene, 4.0)
+    cmd = [str(AGENT), "host", "run", "--config", str(config(tmp, scene, extra))]
+    cmd += ["--decision-log", str(tmp / "log.jsonl")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(stop)
+        _, proc.err = proc.communicate(timeout=20)
+        flood.join()
+        stop_hogs(scene)
 
 
 def wait_for(what, timeout: float, every: float = 0.1):
@@ -186,19 +195,12 @@ def check_pools(scene: HostScene) -> None:
 
 def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
     before = snapshot(scene)
-    flood = flood_with_hogs(scene, 4.0)
-    proc = run_agent(tmp_path, scene)
-    try:
+    with agent_under_flood(tmp_path, scene) as proc:
         assert wait_for(lambda: pools_built(scene), 5.0), "no pools"
         check_pools(scene)
         assert (tmp_path / "state.json").exists()
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=20)
-        flood.join()
-        stop_hogs(scene)
-    assert proc.returncode == 0, err
-    assert "put back 4 thread(s)" in err, err
+    assert proc.returncode == 0, proc.err
+    assert "put back 4 thread(s)" in proc.err, proc.err
     assert snapshot(scene) == before
     assert not any(p.exists() for p in POOLS)
     assert not (tmp_path / "state.json").exists()
@@ -210,36 +212,22 @@ def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
 
 def test_slices_alone_make_no_pools_and_are_put_back(scene, tmp_path):
     before = snapshot(scene)
-    flood = flood_with_hogs(scene, 4.0)
-    proc = run_agent(tmp_path, scene, "[pools]\ncpusets = false")
     g1 = scene.guests[1]
-    try:
+    with agent_under_flood(tmp_path, scene, "[pools]\ncpusets = false") as proc:
         assert wait_for(lambda: slice_ns(g1.vcpu_tids()[0]) == 1_000_000, 5.0), "no short slice"
         for g in scene.guests:
             for t in g.vcpu_tids():
                 want = 1_000_000 if g.index == 1 else 30_000_000
                 assert (cpuset_of(g.pid, t), slice_ns(t)) == (before[t][0], want), (g.index, t)
         assert not any(p.exists() for p in POOLS)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=20)
-        flood.join()
-        stop_hogs(scene)
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, proc.err
     assert snapshot(scene) == before
 
 
 def test_restore_after_sigkill_puts_everything_back(scene, tmp_path):
     before = snapshot(scene)
-    flood = flood_with_hogs(scene, 4.0)
-    proc = run_agent(tmp_path, scene)
-    try:
+    with agent_under_flood(tmp_path, scene, stop=signal.SIGKILL):
         assert wait_for(lambda: pools_built(scene), 5.0), "no pools"
-        proc.kill()
-        proc.communicate(timeout=10)
-    finally:
-        flood.join()
-        stop_hogs(scene)
     assert POOLS[0].exists() and snapshot(scene) != before, "SIGKILL left the changes in place"
     r = agent("restore", "--state-file", str(tmp_path / "state.json"))
     assert r.returncode == 0, r.stderr

@@ -286,9 +286,26 @@ impl<'a> Section<'a> {
     }
 }
 
+/// A config file read and parsed by `parse`, its errors named with the file.
+pub(crate) fn load_with<C>(path: &Path, parse: impl Fn(&str) -> Result<C>) -> Result<C> {
+    let in_file = |e| Error::in_file(path, e);
+    let text = std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
+    parse(&text).map_err(in_file)
+}
+
+/// TOML text as a table whose keys are all in `known` (see `check_known`); a syntax error on one
+/// line, with its line and column.
+pub(crate) fn parse_table(text: &str, known: &[(&str, &[&str])]) -> Result<toml::Table> {
+    let root: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
+    check_known(&root, known)?;
+    Ok(root)
+}
+
 /// Refuses a key `known` does not list (a typo must not fall back to a default silently) and a
 /// section that is not a table. `known` maps each section ("" = the top level) to its keys.
-pub(crate) fn check_known(root: &toml::Table, known: &[(&str, &[&str])]) -> Result<()> {
+fn check_known(root: &toml::Table, known: &[(&str, &[&str])]) -> Result<()> {
     for (section, keys) in known {
         let table = if section.is_empty() {
             Some(root)
@@ -323,17 +340,11 @@ pub(crate) fn check_known(root: &toml::Table, known: &[(&str, &[&str])]) -> Resu
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config> {
-        let in_file = |e| Error::in_file(path, e);
-        let text =
-            std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
-        Config::parse(&text).map_err(in_file)
+        load_with(path, Config::parse)
     }
 
     pub fn parse(text: &str) -> Result<Config> {
-        let root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
-        check_known(&root, KNOWN)?;
+        let root = parse_table(text, KNOWN)?;
         let sec = |name: &'static str| Section {
             name: name.to_string(),
             table: if name.is_empty() {

@@ -76,7 +76,9 @@ fn agent(path: &Path, c: HostConfig) -> Result<HostAgent, Error> {
 pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
     match cmd {
         HostCmd::CheckConfig { config } => {
-            let a = agent(&config, HostConfig::load(&config)?)?;
+            let mut c = HostConfig::load(&config)?;
+            c.decision_log = None; // a check writes nothing
+            let a = agent(&config, c)?;
             println!(
                 "ok: CPUs {} for the pools; slices {} ms (NSVM) / {} ms (NNVM; 0 = left); default slice {} ms",
                 crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use colosched_host::decide::diff::{NsvmThresholds, PoolParams};
 
-use crate::config::{check_known, parse_listen, Section};
+use crate::config::{load_with, parse_listen, parse_table, Section};
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 
@@ -160,17 +160,11 @@ fn path(s: &Section, k: &str) -> Result<Option<PathBuf>> {
 
 impl HostConfig {
     pub fn load(path: &std::path::Path) -> Result<HostConfig> {
-        let in_file = |e| Error::in_file(path, e);
-        let text =
-            std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
-        HostConfig::parse(&text).map_err(in_file)
+        load_with(path, HostConfig::parse)
     }
 
     pub fn parse(text: &str) -> Result<HostConfig> {
-        let root: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
-        check_known(&root, KNOWN)?;
+        let root = parse_table(text, KNOWN)?;
         let (top, paths, cls, pools, vms, met) = (
             section(&root, ""),
             section(&root, "paths"),
