@@ -642,6 +642,26 @@ mod tests {
     }
 
     #[test]
+    fn threshold_zero_balances_where_the_papers_leaves_the_fast_core_crowded() {
+        // 4 equal 1-vCPU VMs on 1 fast core (SF 1.5) + 1 slow. With the paper's Threshold 0.3 a
+        // VM goes fast until the fast core is 0.75 busier per unit of speed: 3 VMs share it
+        // (0.5 cycle of work each) while one has the slow core alone (1.0): D = 0.5 cycle. With
+        // 0 the fast core takes 2 (0.75 each) and the slow one 2 (0.5 each): D = 0.25.
+        let p = host(1, 1.5, 1);
+        let vms: Vec<RotVm> = (1..=4).map(|k| vm(k, 1, 1.0)).collect();
+        let d = |threshold: f64| {
+            let mut params = RotateParams::default();
+            params.ia.threshold = threshold;
+            let placed = place(&p, &vms, &Ledger::new(), None, &params).unwrap();
+            let on_fast = placed.cores.iter().filter(|c| c[0] == 0).count();
+            let work = expected_work(&p, &vms, &placed, CYCLE);
+            (on_fast, spread(work.into_iter()) / CYCLE as f64)
+        };
+        assert_eq!(d(0.3), (3, 0.5));
+        assert_eq!(d(0.0), (2, 0.25));
+    }
+
+    #[test]
     fn accounting_by_hand() {
         // 1 fast core (SF 1.5) + 1 slow: ΣSF = 2.5. VMs of weight 3 and 1: per 100 ms cycle
         // VM 1 gets 2.5 · 100 ms · 3/4 = 187.5 ms of SR, VM 2 62.5 ms.
