@@ -992,7 +992,8 @@ mod tests {
         }
         // Two VMs leave the fast pair and two take it each cycle: 8 of 10 vCPUs move at least.
         assert_eq!(with_prev, 8 * 29);
-        assert!(without > with_prev, "{without} vs {with_prev}");
+        // Without it every vCPU moves every cycle here (seats go to the lowest-numbered cores).
+        assert_eq!(without, 10 * 29);
         // A vCPU keeps its core where its new seat has it.
         assert_eq!(align(vec![3, 4], Some(&[4, 5])), vec![4, 3]);
         assert_eq!(align(vec![6, 7], Some(&[4, 5])), vec![6, 7]);
