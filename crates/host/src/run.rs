@@ -1,15 +1,24 @@
 //! One scenario under one scheduler, summarised per VM: what `colosched sim host` and the Python
 //! API run. Schedulers are chosen by name here, and the papers' scenarios are bundled as presets.
 
+use crate::decide::rotate::RotateParams;
 use crate::sim::net::{NetStats, PACKET_BITS};
 use crate::sim::sched::{
-    Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaSchedParams,
+    Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
 };
 use crate::sim::MS;
 use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
 
 /// Every scheduler `scheduler` builds, in the order `all` runs them.
-pub const SCHEDULERS: &[&str] = &["credit", "eevdf", "ia", "aash", "diff", "diff-eevdf"];
+pub const SCHEDULERS: &[&str] = &[
+    "credit",
+    "eevdf",
+    "ia",
+    "aash",
+    "diff",
+    "diff-eevdf",
+    "ia-rotate",
+];
 
 /// Scenarios bundled with colosched, by name: (name, TOML text).
 pub const PRESETS: &[(&str, &str)] = &[
@@ -82,6 +91,9 @@ pub fn scheduler_seeded(
         "aash" => Box::new(Aash::new(&topo, CreditParams::default())),
         "diff" => Box::new(Diff::new(&topo, DiffParams::credit(), seed)),
         "diff-eevdf" => Box::new(Diff::new(&topo, DiffParams::eevdf(), seed)),
+        "ia-rotate" => Box::new(
+            IaRotate::new(&topo, RotateParams::default()).map_err(|e| format!("ia-rotate: {e}"))?,
+        ),
         _ => {
             return Err(format!(
                 "unknown scheduler {name:?} (known: {})",

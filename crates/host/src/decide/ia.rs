@@ -171,7 +171,7 @@ impl std::error::Error for MappingError {}
 
 /// The `n` least-loaded cores of `candidates` by CoreLoad/SF, ties broken by core index
 /// (the paper heap-sorts; a sort gives the same set).
-fn least_loaded(
+pub fn least_loaded(
     platform: &Platform,
     core_load: &[f64],
     candidates: &[usize],

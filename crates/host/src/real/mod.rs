@@ -9,6 +9,7 @@
 //!   `decide::tap`);
 //! - `qmp`: a minimal blocking QMP client with timeouts.
 
+pub mod classes;
 pub mod discover;
 pub mod qmp;
 pub mod sense;

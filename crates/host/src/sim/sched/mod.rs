@@ -11,12 +11,14 @@ pub mod credit;
 pub mod diff;
 pub mod eevdf;
 pub mod ia;
+pub mod ia_rotate;
 
 pub use aash::Aash;
 pub use credit::{Credit, CreditParams};
 pub use diff::{Diff, DiffParams, PoolScheduler};
 pub use eevdf::{Eevdf, EevdfParams};
 pub use ia::{Ia, IaSchedParams};
+pub use ia_rotate::IaRotate;
 
 use super::model::{CoreId, Nanos, VcpuId};
 use crate::decide::diff::RingSample;
