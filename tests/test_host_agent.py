@@ -238,6 +238,61 @@ def test_restore_after_sigkill_puts_everything_back(scene, tmp_path):
     assert r.returncode == 0 and "nothing to restore" in r.stdout
 
 
+IA = """scheduler = "ia-rotate"
+[classes]
+fast = "0"
+slow = "1"
+sf_fast = 1.5
+"""
+
+
+def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
+    """Spec 001 on Linux: CPU 0 called fast (SF 1.5) by the class map; every guest hogging.
+    Each vCPU thread is pinned to one CPU's group each 100 ms cycle; the two 1-vCPU guests take
+    turns where the scaled work is, so over the run their scaled work (run time × SF of the CPU
+    they were pinned to, from the agent's own schedstat readings) stays within a bound."""
+    before = snapshot(scene)
+    groups = [CPUSET / "colosched-host-cpu0", CPUSET / "colosched-host-cpu1"]
+    for i in range(3):
+        scene.hog(i, True)
+    cmd = [str(AGENT), "host", "run", "--config", str(config(tmp_path, scene, IA))]
+    proc = subprocess.Popen(
+        [*cmd, "--decision-log", str(tmp_path / "log.jsonl")], stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert wait_for(lambda: all(g.exists() for g in groups), 5.0), "no per-CPU groups"
+        time.sleep(3.0)
+        pinned = {t: cpuset_of(g.pid, t) for g in scene.guests for t in g.vcpu_tids()}
+        assert set(pinned.values()) <= {"/colosched-host-cpu0", "/colosched-host-cpu1"}, pinned
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=20)
+        stop_hogs(scene)
+    assert proc.returncode == 0, err
+    assert snapshot(scene) == before
+    assert not any(g.exists() for g in groups)
+    log = windows(tmp_path / "log.jsonl")
+    assert all(w["scheduler"] == "ia-rotate" for w in log) and len(log) >= 10
+    # Scaled work: each window's run time on the seat the window before gave.
+    scaled = {"hg1": 0.0, "hg2": 0.0}
+    for prev, w in zip(log, log[1:]):
+        seats = {v["name"]: v for v in prev["vms"]}
+        for v in w["vms"]:
+            if v["name"] in scaled:
+                sf = 1.5 if seats[v["name"]]["class_next"] == "fast" else 1.0
+                scaled[v["name"]] += v["run_ms"] * sf
+    fast_turns = {
+        n: sum(1 for w in log for v in w["vms"] if v["name"] == n and v["class_next"] == "fast")
+        for n in scaled
+    }
+    assert min(fast_turns.values()) >= len(log) // 5, fast_turns
+    # Measured 0.79-0.80 (hg2 ahead by a quarter; docs/host-agent.md): the ledger's cap of two
+    # cycles' credit cannot make up a seat that yields less than the model expects. The bound
+    # here only catches a broken accounting, not that shortfall.
+    ratio = scaled["hg1"] / scaled["hg2"]
+    assert 0.6 < ratio < 1.67, (scaled, fast_turns)
+
+
 def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
     not_qmp = tmp_path / "not-qmp.sock"
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use colosched_host::decide::diff::{NsvmThresholds, PoolParams};
+use colosched_host::real::classes::ClassMap;
 
 use crate::config::{load_with, parse_listen, parse_table, Section};
 use crate::cpuset::CpuSet;
@@ -24,8 +25,30 @@ pub struct VmConfig {
     pub qmp: Option<PathBuf>,
 }
 
+/// Which paper's decisions the agent applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheduler {
+    /// Spec 002: NSVM and NNVM pools with their slices.
+    Diff,
+    /// Spec 001 on Linux: each VM's vCPUs pinned to cores of one class, the fast cores rotated
+    /// by scaled work owed (`decide::rotate`; the simulator's `ia-rotate`).
+    IaRotate,
+}
+
+impl Scheduler {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scheduler::Diff => "diff",
+            Scheduler::IaRotate => "ia-rotate",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct HostConfig {
+    pub scheduler: Scheduler,
+    /// ia-rotate's core classes; `None` = read from sysfs (`real::classes`).
+    pub classes: Option<ClassMap>,
     /// T_m: one ring sample of every VM per interval (ms).
     pub interval_ms: u32,
     /// T_s: one classification and plan per window (ms, a multiple of `interval_ms`).
@@ -62,6 +85,8 @@ pub struct HostConfig {
 impl Default for HostConfig {
     fn default() -> Self {
         HostConfig {
+            scheduler: Scheduler::Diff,
+            classes: None,
             interval_ms: 10,
             window_ms: 100,
             hold_windows: 10,
@@ -90,6 +115,8 @@ const KNOWN: &[(&str, &[&str])] = &[
     (
         "",
         &[
+            "scheduler",
+            "classes",
             "interval_ms",
             "window_ms",
             "hold_windows",
@@ -108,6 +135,7 @@ const KNOWN: &[(&str, &[&str])] = &[
         ],
     ),
     ("paths", &["proc_root", "sys_root", "cpuset_root"]),
+    ("classes", &["fast", "slow", "sf_fast"]),
     (
         "classify",
         &[
@@ -173,7 +201,21 @@ impl HostConfig {
             section(&root, "vms"),
             section(&root, "metrics"),
         );
-        let mut c = HostConfig::default();
+        let scheduler = match top.str("scheduler")? {
+            None | Some("diff") => Scheduler::Diff,
+            Some("ia-rotate") => Scheduler::IaRotate,
+            Some(x) => {
+                return Err(Error::config(
+                    "scheduler",
+                    format!("unknown scheduler {x:?} (known: diff, ia-rotate)"),
+                ))
+            }
+        };
+        let mut c = HostConfig {
+            scheduler,
+            classes: parse_classes(&section(&root, "classes"))?,
+            ..HostConfig::default()
+        };
         if let Some(x) = int(&top, "interval_ms", 1.0, 1000.0)? {
             c.interval_ms = x as u32;
         }
@@ -280,6 +322,36 @@ impl HostConfig {
         }
         Ok(())
     }
+}
+
+/// `[classes]`: `fast` and `slow` CPU lists and the fast class's `sf_fast` (> 1), all three or
+/// none.
+fn parse_classes(s: &Section) -> Result<Option<ClassMap>> {
+    if s.table.is_none() {
+        return Ok(None);
+    }
+    let list = |k| -> Result<Vec<usize>> {
+        let text = s
+            .str(k)?
+            .ok_or_else(|| Error::config(s.key(k), "a CPU list, e.g. \"0-3\", is needed"))?;
+        let set = text
+            .parse::<CpuSet>()
+            .map_err(|e| Error::config(s.key(k), e))?;
+        Ok(set.iter().collect())
+    };
+    let sf_fast = s
+        .checked("sf_fast", "above 1 (the slow class's SF is 1)", |x| x > 1.0)?
+        .ok_or_else(|| {
+            Error::config(
+                s.key("sf_fast"),
+                "the fast cores' speed over the slow ones' is needed",
+            )
+        })?;
+    Ok(Some(ClassMap {
+        fast: list("fast")?,
+        slow: list("slow")?,
+        sf_fast,
+    }))
 }
 
 /// The `[[vm]]` tables, each named `vm[i].key` in errors.

@@ -22,17 +22,22 @@ use colosched_host::act::cpuset::CpusetPool;
 use colosched_host::act::slice;
 use colosched_host::act::state::{starttime, HostState, Restored};
 use colosched_host::decide::diff::{
-    plan_pools, pools_built, window_stats, NsvmHold, NsvmThresholds, PoolPlan, RingSample,
-    RingStats, VmKind, VmNeed,
+    plan_pools, pools_built, window_stats, NsvmHold, NsvmThresholds, RingSample, RingStats, VmKind,
+    VmNeed,
+};
+use colosched_host::decide::ia::{CoreClass, VmShape};
+use colosched_host::decide::rotate::{
+    account, class_of, place, Ledger, Placement, RotVm, RotateParams, VcpuRun,
 };
 use colosched_host::decide::tap::ring_sample;
+use colosched_host::real::classes::{read_classes, HostClasses};
 use colosched_host::real::{
-    cpu_delta, discover, net_delta, Accel, CpuReading, NetReading, Qmp, Vcpu, Vm, VmFilter,
-    VmSensor,
+    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, NetReading, Qmp, Vcpu, Vm,
+    VmFilter, VmSensor,
 };
 use serde_json::{json, Value};
 
-use super::config::{HostConfig, VmConfig};
+use super::config::{HostConfig, Scheduler, VmConfig};
 use super::metrics::HostMetrics;
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
@@ -40,6 +45,8 @@ use crate::error::{Error, Result};
 /// The two pools' cpuset groups, made under the cpuset root.
 pub const NS_POOL: &str = "colosched-host-nsvm";
 pub const NN_POOL: &str = "colosched-host-nnvm";
+/// ia-rotate's per-CPU groups: `colosched-host-cpu<N>`.
+pub const CPU_POOL: &str = "colosched-host-cpu";
 const QMP_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A VM the agent watches.
@@ -60,20 +67,41 @@ pub struct Tracked {
     sent: u64,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A cpuset group the agent makes: spec 002's two pools, or one CPU (spec 001's pinning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Pool {
     Ns,
     Nn,
+    Cpu(usize),
 }
 
-/// One window: what each VM showed, the plan, and what was changed.
+impl Pool {
+    fn dir_name(self) -> String {
+        match self {
+            Pool::Ns => NS_POOL.to_string(),
+            Pool::Nn => NN_POOL.to_string(),
+            Pool::Cpu(c) => format!("{CPU_POOL}{c}"),
+        }
+    }
+}
+
+/// One window: what each VM showed, the decision, and what was changed.
 #[derive(Debug)]
 pub struct Window {
     pub json: Value,
-    pub plan: PoolPlan,
-    /// The NSVMs by name and the NSVM pool's CPU count (0: no pools).
+    /// diff: the NSVMs by name and the NSVM pool's CPU count (0: no pools); ia-rotate: the VMs
+    /// on the fast class, and the threads moved.
     pub built: (Vec<String>, usize),
     pub changes: usize,
+}
+
+/// spec 001 on Linux (`scheduler = "ia-rotate"`): the host's classes, the scaled-resource
+/// ledger and the placement in force, with the VMs it was made for.
+struct Ia {
+    classes: HostClasses,
+    ledger: Ledger,
+    params: RotateParams,
+    prev: Option<(Vec<RotVm>, Placement)>,
 }
 
 pub struct HostAgent {
@@ -85,9 +113,10 @@ pub struct HostAgent {
     pub default_slice_ns: u64,
     rng: Rng,
     state: HostState,
-    pools: Option<(CpusetPool, CpusetPool)>,
-    pool_cpus: (String, String),
+    /// The groups made, with their CPU lists.
+    groups: BTreeMap<Pool, (CpusetPool, String)>,
     placed: BTreeMap<i32, Pool>,
+    ia: Option<Ia>,
     ticks: u32,
     pub windows: u64,
     /// Errors by kind (gone, attach, slice, qmp, vm_gone, restore), counted, never fatal.
@@ -223,6 +252,11 @@ pub fn reasons(t: &NsvmThresholds, s: &RingStats) -> Vec<String> {
     out
 }
 
+/// The rotation's name for a VM: its QEMU's pid and start time (a pid alone can be reused).
+fn vm_key(t: &Tracked) -> u64 {
+    (t.starttime << 22) | t.vm.pid as u64
+}
+
 fn kind_name(k: VmKind) -> &'static str {
     match k {
         VmKind::Sensitive => "nsvm",
@@ -290,6 +324,38 @@ impl HostAgent {
                     .map_err(|e| Error::config("decision_log", format!("{}: {e}", p.display())))?,
             )),
         };
+        let ia = match cfg.scheduler {
+            Scheduler::Diff => None,
+            Scheduler::IaRotate => {
+                let key = if cfg.classes.is_some() {
+                    "classes"
+                } else {
+                    "paths.sys_root"
+                };
+                let classes = read_classes(&cfg.sys_root, &cpus, cfg.classes.as_ref())
+                    .map_err(|e| Error::config(key, e))?;
+                if classes.single_class() {
+                    return Err(Error::config(
+                        "scheduler",
+                        format!(
+                            "ia-rotate needs two core classes; this host has one ({}): give \
+                             [classes] fast, slow and sf_fast, or use scheduler = \"diff\"",
+                            classes.source
+                        ),
+                    ));
+                }
+                let params = RotateParams {
+                    cycle_ns: cfg.window_ms as u64 * 1_000_000,
+                    ..RotateParams::default()
+                };
+                Some(Ia {
+                    classes,
+                    ledger: Ledger::new(),
+                    params,
+                    prev: None,
+                })
+            }
+        };
         let mut agent = HostAgent {
             rng: Rng::new(cfg.seed),
             state: HostState::new(&cfg.cpuset_root),
@@ -297,9 +363,9 @@ impl HostAgent {
             cpus,
             vms: Vec::new(),
             default_slice_ns,
-            pools: None,
-            pool_cpus: (String::new(), String::new()),
+            groups: BTreeMap::new(),
             placed: BTreeMap::new(),
+            ia,
             ticks: 0,
             windows: 0,
             errors: BTreeMap::new(),
@@ -394,7 +460,7 @@ impl HostAgent {
         self.window().map(Some)
     }
 
-    /// The end of a window: classify, measure, plan, apply, log.
+    /// The end of a window: measure, decide (diff or ia-rotate), apply, log.
     fn window(&mut self) -> Result<Window> {
         self.windows += 1;
         let proc = self.cfg.proc_root.clone();
@@ -404,21 +470,16 @@ impl HostAgent {
         for _ in self.vms.len()..before {
             self.count("vm_gone");
         }
-        let mut needs = Vec::with_capacity(self.vms.len());
+        let mut cpu = Vec::with_capacity(self.vms.len());
         let mut rows = Vec::with_capacity(self.vms.len());
         for t in &mut self.vms {
             // Every VM has this window's samples: VMs join only at a window's end.
             let stats = window_stats(&self.cfg.thresholds, &t.samples);
-            let cpu = t.sensor.read_cpu();
-            let load = cpu_delta(&t.last_cpu, &cpu).load();
-            t.last_cpu = cpu;
+            let now = t.sensor.read_cpu();
+            let d = cpu_delta(&t.last_cpu, &now);
+            t.last_cpu = now;
             let rings = stats.kind();
             let kind = t.hold.kind(0, rings);
-            needs.push(VmNeed {
-                kind,
-                weight: t.weight,
-                load,
-            });
             rows.push(json!({
                 "name": t.vm.name,
                 "pid": t.vm.pid,
@@ -431,51 +492,35 @@ impl HostAgent {
                 "f_rq": stats.rx_overload_freq,
                 "q_se": stats.tx_mean_nonzero,
                 "f_se": stats.tx_stall_freq,
-                "load": load,
+                "load": d.load(),
+                "run_ms": d.run_ns() as f64 / 1e6,
                 "to_guest_dropped": t.dropped,
                 "from_guest": t.sent,
                 "samples": t.samples.len(),
             }));
+            cpu.push((d, kind));
             t.samples.clear();
             (t.dropped, t.sent) = (0, 0);
         }
-        let m = self.cpus.len();
-        let plan = plan_pools(m, &needs, &mut self.rng, &self.cfg.pools);
-        let (ns_vms, ns_cpus) = pools_built(&plan, m);
-        let changes = if self.cfg.dry_run {
-            0
+        let (decision, built, changes) = if self.ia.is_some() {
+            self.ia_window(&cpu, &mut rows)?
         } else {
-            self.apply(&ns_vms, ns_cpus)?
+            self.diff_window(&cpu)?
         };
-        let names: Vec<String> = ns_vms
-            .iter()
-            .map(|&i| self.vms[i].vm.name.clone())
-            .collect();
-        let pools = (ns_cpus > 0).then(|| {
-            let nn: Vec<&String> = (0..self.vms.len())
-                .filter(|i| !ns_vms.contains(i))
-                .map(|i| &self.vms[i].vm.name)
-                .collect();
-            json!({
-                "nsvm": {"cpus": cpu_list(&self.cpus[..ns_cpus]), "vms": names,
-                         "slice_ms": self.cfg.nsvm_slice_ms},
-                "nnvm": {"cpus": cpu_list(&self.cpus[ns_cpus..]), "vms": nn,
-                         "slice_ms": self.cfg.nnvm_slice_ms},
-            })
-        });
-        let json = json!({
+        let mut json = json!({
             "t": crate::now_unix(),
             "window": self.windows,
+            "scheduler": self.cfg.scheduler.name(),
             "dry_run": self.cfg.dry_run,
             "cpusets": self.cfg.cpusets,
             "cpus": cpu_list(&self.cpus),
             "vms": rows,
-            "plan": {"ns_cpus": plan.ns_cpus, "nn_cpus": plan.nn_cpus,
-                     "ns_exact": plan.ns_exact, "nn_exact": plan.nn_exact},
-            "pools": pools,
             "changes": changes,
             "errors": self.errors,
         });
+        for (k, v) in decision {
+            json[k] = v;
+        }
         if let Some(log) = &mut self.log {
             writeln!(log, "{json}")
                 .and_then(|()| log.flush())
@@ -492,85 +537,229 @@ impl HostAgent {
         }
         Ok(Window {
             json,
-            plan,
-            built: (names, ns_cpus),
+            built,
             changes,
         })
     }
 
-    /// Makes the host match the plan: no pools (`ns_cpus` 0) puts everything back; else the
-    /// pools get their CPUs and each vCPU thread not yet where it belongs is recorded, moved
-    /// and given its pool's slice. Returns the threads changed.
-    fn apply(&mut self, ns_vms: &[usize], ns_cpus: usize) -> Result<usize> {
-        if ns_cpus == 0 {
-            if self.pools.is_none() && self.state.threads.is_empty() {
-                return Ok(0);
-            }
-            return Ok(self.release()?.threads);
-        }
-        let mut want = Vec::new();
-        for (i, t) in self.vms.iter().enumerate() {
-            let pool = if ns_vms.contains(&i) {
-                Pool::Ns
-            } else {
-                Pool::Nn
-            };
-            for v in &t.vm.vcpus {
-                if self.placed.get(&v.tid) != Some(&pool) {
-                    want.push((t.vm.pid, v.tid, pool));
-                }
-            }
-        }
-        let lists = (
-            cpu_list(&self.cpus[..ns_cpus]),
-            cpu_list(&self.cpus[ns_cpus..]),
-        );
-        let path = self.cfg.state_file.clone();
-        let save = |s: &HostState| s.save(&path).map_err(|e| Error::state(&path, e));
-        let cpusets = self.cfg.cpusets;
-        match &self.pools {
-            _ if !cpusets => {}
-            None => {
-                let root = &self.cfg.cpuset_root;
-                self.state.pools = vec![root.join(NS_POOL), root.join(NN_POOL)];
-                save(&self.state)?;
-                let made = |name, cpus: &str| {
-                    CpusetPool::create(root, name, cpus).map_err(|e| {
-                        let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                            " (not this agent's: remove it, or run `colosched host restore`)"
-                        } else {
-                            ""
-                        };
-                        Error::Runtime(format!("making pool {name}: {e}{hint}"))
-                    })
+    /// Spec 002: size the pools from the VMs' kinds and loads, and make them real. Returns the
+    /// log's `plan` and `pools`, the NSVMs and the NSVM pool's size, and the threads changed.
+    #[allow(clippy::type_complexity)]
+    fn diff_window(
+        &mut self,
+        cpu: &[(CpuDelta, VmKind)],
+    ) -> Result<(Vec<(&'static str, Value)>, (Vec<String>, usize), usize)> {
+        let needs: Vec<VmNeed> = (self.vms.iter().zip(cpu))
+            .map(|(t, (d, kind))| VmNeed {
+                kind: *kind,
+                weight: t.weight,
+                load: d.load(),
+            })
+            .collect();
+        let m = self.cpus.len();
+        let plan = plan_pools(m, &needs, &mut self.rng, &self.cfg.pools);
+        let (ns_vms, ns_cpus) = pools_built(&plan, m);
+        let changes = match (self.cfg.dry_run, ns_cpus) {
+            (true, _) => 0,
+            (false, 0) if self.groups.is_empty() && self.state.threads.is_empty() => 0,
+            (false, 0) => self.release()?.threads,
+            (false, _) => {
+                let groups = [
+                    (Pool::Ns, cpu_list(&self.cpus[..ns_cpus])),
+                    (Pool::Nn, cpu_list(&self.cpus[ns_cpus..])),
+                ];
+                let want = |vm: usize, _| {
+                    if ns_vms.contains(&vm) {
+                        Pool::Ns
+                    } else {
+                        Pool::Nn
+                    }
                 };
-                let ns = made(NS_POOL, &lists.0)?;
-                match made(NN_POOL, &lists.1) {
-                    Ok(nn) => self.pools = Some((ns, nn)),
-                    Err(e) => {
-                        let _ = ns.remove();
-                        return Err(e);
+                self.apply(&groups, &want)?
+            }
+        };
+        let names = |ns: bool| -> Vec<String> {
+            (0..self.vms.len())
+                .filter(|i| ns_vms.contains(i) == ns)
+                .map(|i| self.vms[i].vm.name.clone())
+                .collect()
+        };
+        let pools = (ns_cpus > 0).then(|| {
+            json!({
+                "nsvm": {"cpus": cpu_list(&self.cpus[..ns_cpus]), "vms": names(true),
+                         "slice_ms": self.cfg.nsvm_slice_ms},
+                "nnvm": {"cpus": cpu_list(&self.cpus[ns_cpus..]), "vms": names(false),
+                         "slice_ms": self.cfg.nnvm_slice_ms},
+            })
+        });
+        let plan = json!({"ns_cpus": plan.ns_cpus, "nn_cpus": plan.nn_cpus,
+                          "ns_exact": plan.ns_exact, "nn_exact": plan.nn_exact});
+        let built = (if ns_cpus > 0 { names(true) } else { Vec::new() }, ns_cpus);
+        Ok((
+            vec![("plan", plan), ("pools", pools.into())],
+            built,
+            changes,
+        ))
+    }
+
+    /// Spec 001 on Linux: charge each VM the scaled work its vCPUs did in the cycle that ended
+    /// (`rotate::account`), place every vCPU for the next one (`rotate::place`) and pin each
+    /// thread to its CPU's group. Adds each VM's CPUs, class and balance to its log row.
+    #[allow(clippy::type_complexity)]
+    fn ia_window(
+        &mut self,
+        cpu: &[(CpuDelta, VmKind)],
+        rows: &mut [Value],
+    ) -> Result<(Vec<(&'static str, Value)>, (Vec<String>, usize), usize)> {
+        let ia = self.ia.as_mut().expect("ia-rotate");
+        let platform = &ia.classes.platform;
+        let vms: Vec<RotVm> = self
+            .vms
+            .iter()
+            .map(|t| RotVm {
+                key: vm_key(t),
+                shape: VmShape {
+                    weight: t.weight,
+                    vcpus: t.vm.vcpus.len(),
+                },
+            })
+            .collect();
+        if let Some((prev_vms, prev)) = &ia.prev {
+            let mut runs = Vec::new();
+            for (t, (d, _)) in self.vms.iter().zip(cpu) {
+                let Some(cores) = prev.cores_of(vm_key(t)) else {
+                    continue;
+                };
+                for (v, &core) in d.vcpus.iter().zip(cores) {
+                    if let Some(v) = v {
+                        runs.push(VcpuRun {
+                            vm: vm_key(t),
+                            core,
+                            run_ns: v.run_ns,
+                            wait_ns: v.wait_ns,
+                        });
                     }
                 }
             }
-            Some((ns, nn)) if lists != self.pool_cpus => {
-                for (pool, cpus) in [(ns, &lists.0), (nn, &lists.1)] {
-                    pool.set_cpus(cpus)
-                        .map_err(|e| Error::Runtime(format!("pool CPUs: {e}")))?;
+            account(&mut ia.ledger, platform, prev_vms, &runs, &ia.params);
+        }
+        let placement = place(
+            platform,
+            &vms,
+            &ia.ledger,
+            ia.prev.as_ref().map(|p| &p.1),
+            &ia.params,
+        )
+        .map_err(|e| Error::Runtime(format!("ia-rotate placement: {e}")))?;
+        let cpus_of = |n: usize| -> Vec<usize> {
+            placement.cores[n]
+                .iter()
+                .map(|&c| ia.classes.cpus[c])
+                .collect()
+        };
+        let mut fast = Vec::new();
+        for (n, row) in rows.iter_mut().enumerate() {
+            let class = class_of(platform, &placement.cores[n]);
+            if class == Some(CoreClass::Fast) {
+                fast.push(self.vms[n].vm.name.clone());
+            }
+            row["cpus_next"] = json!(cpus_of(n));
+            row["class_next"] = json!(match class {
+                Some(CoreClass::Fast) => "fast",
+                Some(CoreClass::Slow) => "slow",
+                None => "both",
+            });
+            row["sr_per_weight"] = json!(ia.ledger.get(vms[n].key).map(|a| a.per_weight()));
+        }
+        let groups: Vec<(Pool, String)> = ia
+            .classes
+            .cpus
+            .iter()
+            .map(|&c| (Pool::Cpu(c), c.to_string()))
+            .collect();
+        let pins: Vec<Vec<usize>> = (0..vms.len()).map(cpus_of).collect();
+        let source = ia.classes.source.clone();
+        ia.prev = Some((vms, placement));
+        let changes = if self.cfg.dry_run {
+            0
+        } else {
+            self.apply(&groups, &|vm, i| Pool::Cpu(pins[vm][i]))?
+        };
+        let classes = json!({"source": source, "fast": fast});
+        Ok((vec![("classes", classes)], (fast, changes), changes))
+    }
+
+    /// Makes the host match a decision: the groups exist with their CPUs, and the vCPU `i` of
+    /// VM `vm` sits in group `want(vm, i)` with that group's slice. Each thread not yet where it
+    /// belongs is recorded (all of them, then one save) before any is changed. With
+    /// `pools.cpusets = false` only the slices change. Returns the threads changed.
+    fn apply(
+        &mut self,
+        groups: &[(Pool, String)],
+        want: &dyn Fn(usize, usize) -> Pool,
+    ) -> Result<usize> {
+        let mut moves = Vec::new();
+        for (n, t) in self.vms.iter().enumerate() {
+            for (i, v) in t.vm.vcpus.iter().enumerate() {
+                let pool = want(n, i);
+                if self.placed.get(&v.tid) != Some(&pool) {
+                    moves.push((t.vm.pid, v.tid, pool));
                 }
             }
-            Some(_) => {}
         }
-        self.pool_cpus = lists;
-        // Record every thread about to change, once, before changing any.
+        let path = self.cfg.state_file.clone();
+        let save = |s: &HostState| s.save(&path).map_err(|e| Error::state(&path, e));
+        let cpusets = self.cfg.cpusets;
+        if cpusets {
+            let root = self.cfg.cpuset_root.clone();
+            let new: Vec<&(Pool, String)> = groups
+                .iter()
+                .filter(|(p, _)| !self.groups.contains_key(p))
+                .collect();
+            if !new.is_empty() {
+                for (pool, _) in &new {
+                    let dir = root.join(pool.dir_name());
+                    if !self.state.pools.contains(&dir) {
+                        self.state.pools.push(dir);
+                    }
+                }
+                save(&self.state)?;
+            }
+            for (pool, cpus) in groups {
+                match self.groups.get_mut(pool) {
+                    Some((g, now)) if now != cpus => {
+                        g.set_cpus(cpus)
+                            .map_err(|e| Error::Runtime(format!("group CPUs: {e}")))?;
+                        *now = cpus.clone();
+                    }
+                    Some(_) => {}
+                    None => {
+                        let name = pool.dir_name();
+                        let g = CpusetPool::create(&root, &name, cpus).map_err(|e| {
+                            let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                                " (not this agent's: remove it, or run `colosched host restore`)"
+                            } else {
+                                ""
+                            };
+                            Error::Runtime(format!("making group {name}: {e}{hint}"))
+                        })?;
+                        self.groups.insert(*pool, (g, cpus.clone()));
+                    }
+                }
+            }
+        }
         let (ns_ms, nn_ms) = (self.cfg.nsvm_slice_ms, self.cfg.nnvm_slice_ms);
-        let slice_of = move |pool| if pool == Pool::Ns { ns_ms } else { nn_ms };
-        let mut ready = Vec::with_capacity(want.len());
-        for &(pid, tid, pool) in &want {
-            let slice = (slice_of(pool) > 0.0).then_some(self.default_slice_ns);
+        let slice_ms = move |pool| match pool {
+            Pool::Ns => ns_ms,
+            Pool::Nn => nn_ms,
+            Pool::Cpu(_) => 0.0,
+        };
+        let mut ready = Vec::with_capacity(moves.len());
+        for &(pid, tid, pool) in &moves {
+            let slice = (slice_ms(pool) > 0.0).then_some(self.default_slice_ns);
             match self
                 .state
-                .record(&self.cfg.proc_root, pid, tid, true, slice)
+                .record(&self.cfg.proc_root, pid, tid, cpusets, slice)
             {
                 Ok(()) => ready.push((tid, pool)),
                 Err(_) => self.count("gone"),
@@ -579,9 +768,8 @@ impl HostAgent {
         save(&self.state)?;
         let mut changed = 0;
         for (tid, pool) in ready {
-            let attached = match &self.pools {
-                Some((ns, _)) if pool == Pool::Ns => ns.attach(tid),
-                Some((_, nn)) => nn.attach(tid),
+            let attached = match self.groups.get(&pool) {
+                Some((g, _)) => g.attach(tid),
                 None => Ok(()), // slices alone (pools.cpusets = false)
             };
             if let Err(e) = attached {
@@ -592,8 +780,8 @@ impl HostAgent {
                 });
                 continue;
             }
-            // A thread the plan gives no slice gets back the one it had.
-            let ns = match slice_of(pool) {
+            // A thread its group gives no slice gets back the one it had.
+            let ns = match slice_ms(pool) {
                 ms if ms > 0.0 => Some((ms * 1e6) as u64),
                 _ => self.state.threads.get(&tid).and_then(|s| s.slice_ns),
             };
@@ -612,16 +800,18 @@ impl HostAgent {
         Ok(changed)
     }
 
-    /// Puts back everything recorded and removes the pools and the state file.
+    /// Puts back everything recorded and removes the groups and the state file.
     pub fn release(&mut self) -> Result<Restored> {
         let r = self.state.restore(&self.cfg.proc_root);
         for e in &r.errors {
             tracing::warn!("restore: {e}");
             self.count("restore");
         }
-        self.pools = None;
-        self.pool_cpus = (String::new(), String::new());
+        self.groups.clear(); // removed by the restore
         self.placed.clear();
+        if let Some(ia) = &mut self.ia {
+            ia.prev = None;
+        }
         self.state = HostState::new(&self.cfg.cpuset_root);
         match std::fs::remove_file(&self.cfg.state_file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -721,10 +911,13 @@ mod tests {
         }
         /// The vCPU thread ran and waited `ns` each so far.
         fn cpu(&self, pid: i32, ns: u64) {
+            self.schedstat(pid, ns, ns);
+        }
+        fn schedstat(&self, pid: i32, run: u64, wait: u64) {
             let f = self
                 .proc()
                 .join(format!("{pid}/task/{}/schedstat", pid + 1));
-            fs::write(f, format!("{ns} {ns} 1\n")).unwrap();
+            fs::write(f, format!("{run} {wait} 1\n")).unwrap();
         }
         fn config(&self, names: &[&str]) -> HostConfig {
             HostConfig {
@@ -812,6 +1005,81 @@ mod tests {
         // Nothing more in the next window: no load.
         let w = window(&mut a, |_| {});
         assert_eq!(w.json["vms"][0]["load"], 0.0);
+    }
+
+    #[test]
+    fn ia_rotate_takes_turns_on_the_fast_core_by_scaled_work_owed() {
+        // Three busy equal VMs of one vCPU; CPU 0 is "fast" (SF 1.5) by the class map. IA's
+        // mapping seats two on the fast core (load / SF) and one alone on the slow core. The
+        // fake threads do what those seats give: alone, the whole 100 ms window; sharing, 50 ms
+        // run and 50 ms wait. Each VM is charged run × SF (100 alone, 75 sharing), so the seat
+        // alone on the slow core, worth the most, goes round: over 9 cycles each VM has it 3
+        // times and scaled work 3 × 100 + 6 × 75.
+        let h = FakeHost::new(&[(100, "a"), (200, "b"), (300, "c")]);
+        let mut c = h.config(&["a", "b", "c"]);
+        c.scheduler = Scheduler::IaRotate;
+        c.classes = Some(colosched_host::real::classes::ClassMap {
+            fast: vec![0],
+            slow: vec![1],
+            sf_fast: 1.5,
+        });
+        let mut a = HostAgent::new(c).unwrap();
+        let pids = [100, 200, 300];
+        let (mut run, mut wait, mut scaled) = ([0u64; 3], [0u64; 3], [0.0f64; 3]);
+        let mut seat = [None::<u64>; 3]; // each VM's CPU this cycle (none before the first)
+        let mut alone = [0; 3];
+        for _ in 0..10 {
+            let win = window(&mut a, |i| {
+                if i == 9 {
+                    for n in 0..3 {
+                        h.schedstat(pids[n], run[n], wait[n]);
+                    }
+                }
+            });
+            assert_eq!(win.json["scheduler"], "ia-rotate");
+            for (n, s) in seat.iter_mut().enumerate() {
+                let row = &win.json["vms"][n];
+                let cpu = row["cpus_next"][0].as_u64().unwrap();
+                assert_eq!(row["class_next"], if cpu == 0 { "fast" } else { "slow" });
+                *s = Some(cpu);
+            }
+            // The next cycle as the kernel would run it on these seats.
+            for n in 0..3 {
+                let sharing = seat.iter().filter(|s| **s == seat[n]).count() as u64;
+                let ran = 100_000_000 / sharing;
+                run[n] += ran;
+                wait[n] += 100_000_000 - ran;
+                scaled[n] += ran as f64 / 1e6 * if seat[n] == Some(0) { 1.5 } else { 1.0 };
+                alone[n] += (sharing == 1) as u32;
+            }
+        }
+        // The last window's seats were never run (the loop places one cycle ahead).
+        assert_eq!(alone.iter().sum::<u32>(), 10);
+        assert!(
+            alone.iter().all(|&k| (3..=4).contains(&k)),
+            "turns alone: {alone:?}"
+        );
+        let (lo, hi) = scaled
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+        assert!(
+            hi - lo <= 25.0 + 1e-9,
+            "scaled work per VM {scaled:?}: at most one turn apart"
+        );
+    }
+
+    #[test]
+    fn ia_rotate_on_a_host_of_one_class_is_a_config_error() {
+        let h = FakeHost::new(&[(100, "a")]);
+        let mut c = h.config(&["a"]);
+        c.scheduler = Scheduler::IaRotate;
+        let e = HostAgent::new(c).err().unwrap();
+        assert!(e.is_usage());
+        assert!(
+            e.to_string()
+                .starts_with("scheduler: ia-rotate needs two core classes"),
+            "{e}"
+        );
     }
 
     #[test]
