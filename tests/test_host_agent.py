@@ -78,7 +78,7 @@ def scene(tmp_path_factory):
         pytest.skip(f"no v1 cpuset hierarchy at {CPUSET}")
     if slice_ns(threading.get_native_id()) == 0:
         pytest.skip("this kernel reports no EEVDF slice (needs Linux 6.12+)")
-    s = HostScene([Guest(vcpus=n) for n in VCPUS], tmp=tmp_path_factory.mktemp("scene"))
+    s = HostScene([Guest(vcpus=n) for n in VCPUS], tmp=tmp_path_factory.mktemp("scene"), name="ha")
     guest.need(s.__enter__)
     try:
         yield s
@@ -89,7 +89,7 @@ def scene(tmp_path_factory):
 
 
 def config(tmp: Path, scene: HostScene, extra: str = "") -> Path:
-    vms = "".join(f'[[vm]]\nname = "hg{g.index}"\n' for g in scene.guests)
+    vms = "".join(f'[[vm]]\nname = "{scene.name}{g.index}"\n' for g in scene.guests)
     path = tmp / "host.toml"
     path.write_text(f'state_file = "{tmp}/state.json"\nhold_windows = 30\n{extra}\n{vms}')
     return path
@@ -121,7 +121,7 @@ def test_check_config_finds_the_guests_their_taps_and_vcpu_threads(scene, tmp_pa
     r = agent("check-config", "--config", str(config(tmp_path, scene)))
     assert r.returncode == 0, r.stderr
     for g in scene.guests:
-        line = next(x for x in r.stdout.splitlines() if x.startswith(f"VM hg{g.index} "))
+        line = next(x for x in r.stdout.splitlines() if x.startswith(f"VM {scene.name}{g.index} "))
         assert f"pid {g.pid}" in line and str(g.vcpu_tids()) in line and g.tap in line, line
         # The taps live in the guests' namespace: read through the qemu's own sysfs.
         assert f"/proc/{g.pid}/root/sys" in line, line
@@ -139,10 +139,10 @@ def test_plan_once_classifies_the_flooded_guest_and_changes_nothing(scene, tmp_p
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     kinds = {v["name"]: v["rings"] for v in plan["vms"]}
-    assert kinds == {"hg0": "nnvm", "hg1": "nsvm", "hg2": "nnvm"}, plan["vms"]
-    hg1 = next(v for v in plan["vms"] if v["name"] == "hg1")
-    assert hg1["to_guest_dropped"] > 0 and any("rx overflow" in x for x in hg1["reasons"]), hg1
-    assert plan["pools"]["nsvm"]["vms"] == ["hg1"], plan["pools"]
+    assert kinds == {"ha0": "nnvm", "ha1": "nsvm", "ha2": "nnvm"}, plan["vms"]
+    g1 = next(v for v in plan["vms"] if v["name"] == "ha1")
+    assert g1["to_guest_dropped"] > 0 and any("rx overflow" in x for x in g1["reasons"]), g1
+    assert plan["pools"]["nsvm"]["vms"] == ["ha1"], plan["pools"]
     assert plan["dry_run"] is True and plan["changes"] == 0
     assert snapshot(scene) == before
     assert not any(p.exists() for p in POOLS)
@@ -206,7 +206,7 @@ def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
     assert not (tmp_path / "state.json").exists()
     log = windows(tmp_path / "log.jsonl")
     built = [w for w in log if w["pools"]]
-    assert built and built[0]["pools"]["nsvm"]["vms"] == ["hg1"], log[-1]
+    assert built and built[0]["pools"]["nsvm"]["vms"] == ["ha1"], log[-1]
     assert sum(w["changes"] for w in log) >= 4
 
 
@@ -274,7 +274,7 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
     log = windows(tmp_path / "log.jsonl")
     assert all(w["scheduler"] == "ia-rotate" for w in log) and len(log) >= 10
     # Scaled work: each window's run time on the seat the window before gave.
-    scaled = {"hg1": 0.0, "hg2": 0.0}
+    scaled = {"ha1": 0.0, "ha2": 0.0}
     for prev, w in zip(log, log[1:]):
         seats = {v["name"]: v for v in prev["vms"]}
         for v in w["vms"]:
@@ -286,10 +286,10 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
         for n in scaled
     }
     assert min(fast_turns.values()) >= len(log) // 5, fast_turns
-    # Measured 0.79-0.80 (hg2 ahead by a quarter; docs/host-agent.md): the ledger's cap of two
+    # Measured 0.79-0.80 (guest 2 ahead by a quarter; docs/host-agent.md): the ledger's cap of two
     # cycles' credit cannot make up a seat that yields less than the model expects. The bound
     # here only catches a broken accounting, not that shortfall.
-    ratio = scaled["hg1"] / scaled["hg2"]
+    ratio = scaled["ha1"] / scaled["ha2"]
     assert 0.6 < ratio < 1.67, (scaled, fast_turns)
 
 
@@ -307,10 +307,10 @@ def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
 
     threading.Thread(target=answer, daemon=True).start()
     cases = [
-        (f'[[vm]]\nname = "hg0"\nqmp = "{not_qmp}"\n', "vm[0].qmp"),
-        ('[[vm]]\nname = "hg0"\ntaps = ["no-such-tap"]\n', "vm[0].taps"),
-        ('cpus = "0,7"\n[[vm]]\nname = "hg0"\n', "cpus: CPU 7 is not online"),
-        ('[[vm]]\nname = "hg0"\nweight = 0\n', "vm[0].weight"),
+        (f'[[vm]]\nname = "ha0"\nqmp = "{not_qmp}"\n', "vm[0].qmp"),
+        ('[[vm]]\nname = "ha0"\ntaps = ["no-such-tap"]\n', "vm[0].taps"),
+        ('cpus = "0,7"\n[[vm]]\nname = "ha0"\n', "cpus: CPU 7 is not online"),
+        ('[[vm]]\nname = "ha0"\nweight = 0\n', "vm[0].weight"),
     ]
     for text, key in cases:
         cfg = tmp_path / "bad.toml"
