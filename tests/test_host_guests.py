@@ -149,14 +149,19 @@ def test_hogs_keep_every_vcpu_of_the_guest_busy(scene):
     scene.hog(0, True)
     try:
         time.sleep(0.3)  # let the hogs start
+        work_before = scene.stats(0)["hog_work"]
         busy = cpu_seconds(g)
+        work = scene.stats(0)["hog_work"] - work_before
     finally:
         scene.hog(0, False)
-    print(f"guest 0 vCPU threads ran {idle} s idle, {busy} s hogged, per second")
+    stopped = scene.stats(0)["hog_work"]
+    print(f"guest 0 vCPU threads ran {idle} s idle, {busy} s hogged, per second; hog_work +{work}")
     assert len(busy) == 2
     assert all(b > 0.1 for b in busy), busy  # 0.2 s/s measured beside two host CPU hogs
     assert all(b > 3 * i for b, i in zip(busy, idle)), (idle, busy)
     assert scene.stats(0)["hogs"] == 0
+    assert work > 1_000_000, work  # the hogs' work is counted while they run ...
+    assert scene.stats(0)["hog_work"] == stopped  # ... and only then
 
 
 def test_ping_answers_under_hogs(scene):

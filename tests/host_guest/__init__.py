@@ -15,7 +15,8 @@ directory (`sweep_stale`). What it offers, guest i being `s.guests[i]`:
     s.hog(i, on)                a busy loop on every vCPU of guest i (started or stopped)
     s.stream(i, "tcp"|"udp", seconds, mbit=None, size=1400) -> sent, received, mbit, seconds, ...
     s.ping(i, count, interval)  -> round-trip times in ms (a lost ping is missing)
-    s.stats(i), s.control(i, cmd), s.netns_socket()  guestd's counters; a socket in the namespace
+    s.stats(i), s.control(i, cmd), s.netns_socket()  guestd's counters (hog_work: the hogs' loop
+                                iterations, the work they did); a socket in the namespace
 
 The guest (`init.sh`, busybox-static) loads the cloud kernel's virtio modules (fetched once from the
 kernel's own package by `numa_guest.guest.net_kernel()` and cached beside the kernel), configures eth0

@@ -5,7 +5,8 @@
  *   UDP 5002  sink: counts datagrams and bytes;
  *   TCP 5000  control, one command per connection, one reply line of key=value pairs:
  *             "hog 1" starts a busy loop pinned to each online CPU, "hog 0" stops them,
- *             "stats" only replies.
+ *             "stats" only replies. hog_work counts the hogs' loop iterations since boot (the
+ *             work they did: one counter per CPU in memory shared with the forked hogs).
  * Prints "HG READY cpus=N" on stdout (the serial console) once every socket listens.
  */
 #define _GNU_SOURCE
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -36,6 +38,11 @@ static int nconns;
 static pid_t hogs[MAXHOGS];
 static int nhogs;
 static long ncpus;
+/* One counter per hog, each on a cache line of its own, in memory the forked hogs share. */
+static struct {
+	volatile unsigned long long n;
+	char pad[56];
+} *hog_work;
 static unsigned long long udp_bytes, udp_packets, tcp_bytes, tcp_streams;
 static char buf[1 << 16];
 
@@ -67,8 +74,8 @@ static void hog(int on)
 			sched_setaffinity(0, sizeof set, &set);
 			struct sched_param idle = {0};
 			sched_setscheduler(0, SCHED_IDLE, &idle);
-			for (volatile unsigned long x = 0;; x++)
-				;
+			for (;;)
+				hog_work[k].n++;
 		}
 		if (pid > 0)
 			hogs[nhogs++] = pid;
@@ -101,7 +108,10 @@ static long long udp_rcvbuf_errors(void)
 
 static void reply(int fd, const char *cmd)
 {
-	char out[256];
+	char out[384];
+	unsigned long long work = 0;
+	for (int k = 0; k < MAXHOGS; k++)
+		work += hog_work[k].n;
 	if (strncmp(cmd, "hog ", 4) == 0)
 		hog(atoi(cmd + 4));
 	else if (strcmp(cmd, "stats") != 0) {
@@ -110,8 +120,8 @@ static void reply(int fd, const char *cmd)
 	}
 	snprintf(out, sizeof out,
 		 "udp_bytes=%llu udp_packets=%llu udp_rcvbuf_errors=%lld tcp_bytes=%llu tcp_streams=%llu "
-		 "hogs=%d cpus=%ld\n",
-		 udp_bytes, udp_packets, udp_rcvbuf_errors(), tcp_bytes, tcp_streams, nhogs, ncpus);
+		 "hogs=%d cpus=%ld hog_work=%llu\n",
+		 udp_bytes, udp_packets, udp_rcvbuf_errors(), tcp_bytes, tcp_streams, nhogs, ncpus, work);
 	write(fd, out, strlen(out));
 }
 
@@ -160,6 +170,11 @@ int main(void)
 	 * kept: a flood's losses then happen at the tap (what the host sees), not in the guest. */
 	setsockopt(udp, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf);
 	ncpus = sysconf(_SC_NPROCESSORS_ONLN);
+	hog_work = mmap(NULL, MAXHOGS * sizeof *hog_work, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (hog_work == MAP_FAILED) {
+		perror("guestd: mmap");
+		exit(1);
+	}
 	signal(SIGPIPE, SIG_IGN);
 	printf("HG READY cpus=%ld\n", ncpus);
 	fflush(stdout);

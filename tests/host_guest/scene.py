@@ -188,10 +188,19 @@ class HostScene:
     until each guest's guestd answers on its control port. Guest i is at 10.77.i.2, its tap `hgtapI`
     at 10.77.i.1. Every traffic and control socket is made inside the namespace; nothing is sent
     outside it. qemu dies with the thread that entered the scene (PR_SET_PDEATHSIG), so enter it
-    from a thread that outlives it (the main thread, or a pytest fixture)."""
+    from a thread that outlives it (the main thread, or a pytest fixture). Guest i's qemu is named
+    `<name>i` (`-name`, what a host agent's config names it by): a scene run beside another one
+    (another engineer's tests) should have a name of its own, or an agent finds both."""
 
-    def __init__(self, guests: list[Guest], tmp: Path | None = None, boot_timeout: float = BOOT_TIMEOUT_S):
+    def __init__(
+        self,
+        guests: list[Guest],
+        tmp: Path | None = None,
+        boot_timeout: float = BOOT_TIMEOUT_S,
+        name: str = "hg",
+    ):
         self.guests = guests
+        self.name = name
         self.netns = f"{NETNS_PREFIX}{os.getpid()}-{next(_scenes)}"
         self.netns_inode = 0
         self.boot_seconds = 0.0
@@ -245,7 +254,14 @@ class HostScene:
             _run(["ip", "-n", self.netns, "addr", "add", f"{g.host_ip}/24", "dev", g.tap])
             _run(["ip", "-n", self.netns, "link", "set", g.tap, "up"])
             cmd = [str(guest.qemu()), "-accel", "tcg", "-smp", str(g.vcpus), "-m", str(g.mem_mb)]
-            cmd += ["-nodefaults", "-display", "none", "-no-reboot", "-name", f"hg{i},debug-threads=on"]
+            cmd += [
+                "-nodefaults",
+                "-display",
+                "none",
+                "-no-reboot",
+                "-name",
+                f"{self.name}{i},debug-threads=on",
+            ]
             cmd += ["-kernel", str(image), "-initrd", str(initrd)]
             cmd += ["-append", f"{KERNEL_ARGS} HG_IP={g.ip}/24"]
             cmd += ["-serial", f"file:{g.console}", "-qmp", f"unix:{g.qmp},server=on,wait=off"]
@@ -380,8 +396,9 @@ class HostScene:
         return {k: int(v) for k, v in pairs.items()}
 
     def stats(self, i: int) -> dict[str, int]:
-        """guestd's counters: udp_bytes, udp_packets, tcp_bytes, tcp_streams, hogs, cpus, and the guest
-        kernel's udp_rcvbuf_errors (datagrams it dropped because the sink's socket was full)."""
+        """guestd's counters: udp_bytes, udp_packets, tcp_bytes, tcp_streams, hogs, cpus, hog_work (the
+        hogs' loop iterations since boot: the work they did), and the guest kernel's
+        udp_rcvbuf_errors (datagrams it dropped because the sink's socket was full)."""
         return self.control(i, "stats")
 
     def hog(self, i: int, on: bool = True) -> None:
