@@ -13,7 +13,9 @@ host agent (`colosched-agent host run`):
     slices   the agent with `[pools] cpusets = false`: short/long EEVDF slices, no cpuset pools
     pools    the agent with both slices 0: the cpuset pools alone
     full     the agent as it ships: pools + slices 1 ms / 30 ms
-    *-f      (TCP) the same with guest 1 made NSVM for the whole cell (see FORCED below)
+    *-f      (TCP) the same with guest 1 made NSVM for the whole cell: a 0.5 s UDP burst makes
+             its tap drop, a hold of 1000 windows keeps it NSVM (what an agent that could see the
+             ring's fill would do; a TCP stream alone never makes this tap drop)
 
 A cell: start the agent, start the stream, wait --warmup s, then over --measure s read guest 1's
 sink, every tap's counters, every guest's hog work (guestd's hog_work), every QEMU thread's
@@ -463,8 +465,9 @@ def figures(c: dict, weights: list[int]) -> dict:
     offered = tap1["tx_packets"] + tap1["tx_dropped"]
     p = pct(c["rtts_ms"])
     measured = c.get("decisions", {}).get("measured")
+    mbit = g1["sink_mbit"] if c["proto"] == "tcp" else g1["tap_payload_mbit"]
     return {
-        "mbit": g1["sink_mbit"] if c["proto"] == "tcp" else g1["tap_payload_mbit"],
+        "mbit": mbit,
         "offered_kpps": offered / g1["seconds"] / 1e3,
         "drops_per_s": tap1["tx_dropped"] / g1["seconds"],
         "drop_pct": 100 * tap1["tx_dropped"] / offered if offered else 0.0,
@@ -478,6 +481,9 @@ def figures(c: dict, weights: list[int]) -> dict:
         "qemu_io": sum(x["qemu_other_cpus"] for x in g),
         "sender": c["stream"].get("sender_cpu_s", 0.0) / max(c["stream"].get("seconds", 1.0), 1e-9),
         "host_busy": 2 * c["host_cpu"]["cpu"]["busy"],
+        # TCG's cost: guest 1's vCPU time per MB it took in, and the tap's mean frame (TCP: segments)
+        "us_per_mb": g1["vcpu_cpus"] * 1e6 / (mbit / 8) if mbit > 0 else None,
+        "frame_kb": tap1["tx_bytes"] / tap1["tx_packets"] / 1e3 if tap1["tx_packets"] else None,
         "nsvm_frac": measured["g1_nsvm"] / max(1, measured["windows"]) if measured else None,
         "rebuilds_per_s": measured["rebuilds"] / c["seconds"] if measured else None,
     }
@@ -506,6 +512,8 @@ HOST = [
     ("sender", "sender", 2),
     ("host_busy", "host busy", 2),
     ("rebuilds_per_s", "pool changes/s", 2),
+    ("us_per_mb", "g1 vCPU µs/MB", 0),
+    ("frame_kb", "tap frame KB", 1),
 ]
 
 
@@ -539,8 +547,10 @@ def summarise(cells: list[dict], weights: list[int], sim: dict) -> tuple[dict, s
             row["ping_pooled"] = pct([r for c in mine for r in c["rtts_ms"]])
             rows[v] = row
         ref = rows.get("none")
-        for row in rows.values():
-            if ref:
+        for v, row in rows.items():
+            if v == "alone":  # one guest at work: no fairness to speak of
+                row["fair_cpu"] = None
+            elif ref:
                 row["FR_ns"] = row["cpu1"]["mean"] / ref["cpu1"]["mean"]
                 row["FR_nn"] = (row["cpu0"]["mean"] + row["cpu2"]["mean"]) / (
                     ref["cpu0"]["mean"] + ref["cpu2"]["mean"]
@@ -565,7 +575,7 @@ def summarise(cells: list[dict], weights: list[int], sim: dict) -> tuple[dict, s
                     for k, _, d in cols
                 ]
                 if cols is MAIN:
-                    cell += [f"{row.get('FR_ns', float('nan')):.2f}", f"{row.get('FR_nn', float('nan')):.2f}"]
+                    cell += [f"{row[k]:.2f}" if k in row else "-" for k in ("FR_ns", "FR_nn")]
                 text.append(f"| {v} | {row['n']} | " + " | ".join(cell) + " |")
         if proto in sim:
             summary[proto + "_sim"] = sim_rows(sim[proto], weights, proto)
@@ -658,7 +668,7 @@ def write_json(path: Path, data: dict) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--reps", type=int, default=5, help="repetitions of every cell (default 5)")
+    ap.add_argument("--reps", type=int, default=6, help="repetitions of every cell (default 6)")
     ap.add_argument("--protocols", default="tcp,udp", help="tcp, udp or both (default tcp,udp)")
     ap.add_argument(
         "--variants",
