@@ -1,6 +1,6 @@
 """Spec 002's Queue-1 set-up on this 2-CPU machine (issue 15's experiment; docs/host-experiment.md).
 
-    cd /work/host-exp && /work/main/.venv/bin/python bench/host_experiment.py [--reps 6] [--quick]
+    make agent-static && .venv/bin/python bench/host_experiment.py [--reps 6] [--quick]
 
 Three QEMU TCG guests of 2/1/1 vCPUs (tests/host_guest/) run a CPU hog on every vCPU (SCHED_IDLE in
 the guest, so a guest's own network work comes first); guest 1 also receives a stream from the
@@ -57,9 +57,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 from host_guest.scene import Guest, HostScene  # noqa: E402
 
-AGENT = Path("/work/main/target/x86_64-unknown-linux-gnu/release/colosched-agent")
-if not AGENT.exists():
-    AGENT = REPO / "target" / "x86_64-unknown-linux-gnu" / "release" / "colosched-agent"
+AGENT = REPO / "target" / "x86_64-unknown-linux-gnu" / "release" / "colosched-agent"
 SCENARIOS = REPO / "bench" / "host-experiment"
 OUT = REPO / "bench" / "results" / "host-experiment"
 POOLS = [Path("/sys/fs/cgroup/cpuset/colosched-host-nsvm"), Path("/sys/fs/cgroup/cpuset/colosched-host-nnvm")]
