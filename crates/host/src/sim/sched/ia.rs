@@ -101,22 +101,27 @@ pub struct Ia {
     next_cycle: Nanos,
 }
 
+/// The usable cores as IA sees them: each core's speed over the slowest one's (SF).
+pub(super) fn platform_of(topo: &Topology) -> Platform {
+    let slowest = topo
+        .usable
+        .iter()
+        .map(|&c| topo.speed[c])
+        .fold(f64::INFINITY, f64::min);
+    Platform {
+        sf: topo
+            .usable
+            .iter()
+            .map(|&c| topo.speed[c] / slowest)
+            .collect(),
+    }
+}
+
 impl Ia {
     /// Map the VMs (Algorithm 1) and give every vCPU its first allocation. Fails when a VM has
     /// more vCPUs than the host has usable cores.
     pub fn new(topo: &Topology, params: IaSchedParams) -> Result<Ia, MappingError> {
-        let slowest = topo
-            .usable
-            .iter()
-            .map(|&c| topo.speed[c])
-            .fold(f64::INFINITY, f64::min);
-        let platform = Platform {
-            sf: topo
-                .usable
-                .iter()
-                .map(|&c| topo.speed[c] / slowest)
-                .collect(),
-        };
+        let platform = platform_of(topo);
         let shapes: Vec<VmShape> = topo
             .vms
             .iter()

@@ -47,18 +47,7 @@ pub struct IaRotate {
 impl IaRotate {
     /// Fails when a VM has more vCPUs than the host has usable cores.
     pub fn new(topo: &Topology, params: RotateParams) -> Result<IaRotate, MappingError> {
-        let slowest = topo
-            .usable
-            .iter()
-            .map(|&c| topo.speed[c])
-            .fold(f64::INFINITY, f64::min);
-        let platform = Platform {
-            sf: topo
-                .usable
-                .iter()
-                .map(|&c| topo.speed[c] / slowest)
-                .collect(),
-        };
+        let platform = super::ia::platform_of(topo);
         let vms: Vec<RotVm> = topo
             .vms
             .iter()
