@@ -250,7 +250,7 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
     """Spec 001 on Linux: CPU 0 called fast (SF 1.5) by the class map; every guest hogging.
     Each vCPU thread is pinned to one CPU's group each 100 ms cycle; the two 1-vCPU guests take
     turns where the scaled work is, so over the run their scaled work (run time × SF of the CPU
-    they were pinned to, from the agent's own schedstat readings) stays within a bound."""
+    they were pinned to, from the agent's own schedstat readings) is equal within 10 %."""
     before = snapshot(scene)
     groups = [CPUSET / "colosched-host-cpu0", CPUSET / "colosched-host-cpu1"]
     for i in range(3):
@@ -272,7 +272,7 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
     assert snapshot(scene) == before
     assert not any(g.exists() for g in groups)
     log = windows(tmp_path / "log.jsonl")
-    assert all(w["scheduler"] == "ia-rotate" for w in log) and len(log) >= 10
+    assert all(w["scheduler"] == "ia-rotate" for w in log) and len(log) >= 20
     # Scaled work: each window's run time on the seat the window before gave.
     scaled = {"ha1": 0.0, "ha2": 0.0}
     for prev, w in zip(log, log[1:]):
@@ -285,12 +285,11 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
         n: sum(1 for w in log for v in w["vms"] if v["name"] == n and v["class_next"] == "fast")
         for n in scaled
     }
-    assert min(fast_turns.values()) >= len(log) // 5, fast_turns
-    # Measured 0.79-0.80 (guest 2 ahead by a quarter; docs/host-agent.md): the ledger's cap of two
-    # cycles' credit cannot make up a seat that yields less than the model expects. The bound
-    # here only catches a broken accounting, not that shortfall.
+    assert min(fast_turns.values()) >= len(log) // 3, fast_turns
+    # Measured on a quiet machine: 1.00-1.01 over 30 cycles, 14-16 fast turns each (0.80 when
+    # the agent also found another scene's guests of the same names: docs/host-agent.md).
     ratio = scaled["ha1"] / scaled["ha2"]
-    assert 0.6 < ratio < 1.67, (scaled, fast_turns)
+    assert 0.9 < ratio < 1.11, (scaled, fast_turns)
 
 
 def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
@@ -311,6 +310,10 @@ def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
         ('[[vm]]\nname = "ha0"\ntaps = ["no-such-tap"]\n', "vm[0].taps"),
         ('cpus = "0,7"\n[[vm]]\nname = "ha0"\n', "cpus: CPU 7 is not online"),
         ('[[vm]]\nname = "ha0"\nweight = 0\n', "vm[0].weight"),
+        (
+            IA.replace('slow = "1"', 'slow = "5"') + '[[vm]]\nname = "ha0"\n',
+            "classes: class map: `slow`: CPU 5",
+        ),
     ]
     for text, key in cases:
         cfg = tmp_path / "bad.toml"

@@ -286,27 +286,18 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
                 None => Config::default(),
             };
             let path = state_file.unwrap_or(c.state_file.clone());
-            let nothing = || {
-                println!("nothing to restore: {} does not exist", path.display());
+            under_lock(&path, || {
+                let state = State::load(&path)?;
+                let offline = crate::sense::topology::offline_cpus(&c.sysfs_root);
+                let procfs = crate::sense::procfs::Procfs::new(&c.procfs_root);
+                let r = state.restore(&procfs, &offline);
+                r.settle(&path)?;
+                println!("{}", r.summary());
+                for msg in r.errors.last.values() {
+                    warn(msg);
+                }
                 Ok(0)
-            };
-            if !path.exists() {
-                return nothing();
-            }
-            // A live agent holds the lock: its state is its own to restore (SIGTERM it).
-            let _lock = StateLock::acquire(&path)?;
-            if !path.exists() {
-                return nothing(); // its agent put everything back meanwhile
-            }
-            let state = State::load(&path)?;
-            let offline = crate::sense::topology::offline_cpus(&c.sysfs_root);
-            let r = state.restore(&crate::sense::procfs::Procfs::new(&c.procfs_root), &offline);
-            r.settle(&path)?;
-            println!("{}", r.summary());
-            for msg in r.errors.last.values() {
-                warn(msg);
-            }
-            Ok(0)
+            })
         }
         Cmd::Run {
             common: a,
@@ -327,6 +318,27 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
             run(agent)
         }
     }
+}
+
+/// `restore`'s frame, for both agents: nothing to do when the state file `path` does not exist;
+/// else `restore` runs holding its lock, so never while a live agent owns it (SIGTERM that one),
+/// and not at all if that agent put everything back while we waited.
+pub(crate) fn under_lock(
+    path: &std::path::Path,
+    restore: impl FnOnce() -> Result<i32, Error>,
+) -> Result<i32, Error> {
+    let nothing = || {
+        println!("nothing to restore: {} does not exist", path.display());
+        Ok(0)
+    };
+    if !path.exists() {
+        return nothing();
+    }
+    let _lock = StateLock::acquire(path)?;
+    if !path.exists() {
+        return nothing(); // its agent put everything back meanwhile
+    }
+    restore()
 }
 
 fn run(mut agent: Agent) -> Result<i32, Error> {

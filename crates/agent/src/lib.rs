@@ -12,7 +12,6 @@
 pub mod act;
 pub mod cli;
 pub mod config;
-pub mod cpuset;
 pub mod daemon;
 pub mod decide;
 pub mod error;
@@ -23,6 +22,7 @@ pub mod metrics;
 pub mod report;
 pub mod sense;
 
+pub use colosched_core::cpuset;
 pub use colosched_memwatch as memwatch;
 pub use colosched_memwatch::signals;
 
@@ -40,7 +40,6 @@ mod rooms {
     #[test]
     fn imports_go_one_way() {
         let allowed: &[(&str, &[&str])] = &[
-            ("cpuset.rs", &[]),
             ("error.rs", &[]),
             ("sense", &["cpuset", "error", "sense"]),
             ("decide", &["cpuset", "error", "sense", "decide"]),

@@ -6,8 +6,10 @@
 //! agent builds one from /proc and /sys, and both call the same `plan`.
 //!
 //! `proctext` parses the text of per-task /proc files (stat, schedstat) for both agents, the
-//! node agent and the host agent; they read the files themselves.
+//! node agent and the host agent; they read the files themselves. `cpuset` is the kernel's CPU
+//! list (`0-3,8`) as a set, for the agents' configs, masks and state files.
 
+pub mod cpuset;
 pub mod guards;
 pub mod metrics;
 pub mod policy;

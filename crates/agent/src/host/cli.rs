@@ -86,6 +86,9 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 a.cfg.nnvm_slice_ms,
                 a.default_slice_ns as f64 / 1e6
             );
+            if let Some(source) = a.classes_source() {
+                println!("scheduler ia-rotate; core classes: {source}");
+            }
             for t in &a.vms {
                 println!(
                     "VM {} (pid {}): {} vCPU thread(s) {:?}, taps {:?} (read from {}), weight {}",
@@ -129,24 +132,16 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 None => HostConfig::default(),
             };
             let path = state_file.unwrap_or(c.state_file.clone());
-            if !path.exists() {
-                println!("nothing to restore: {} does not exist", path.display());
-                return Ok(0);
-            }
-            // A live agent holds the lock: its state is its own to restore (SIGTERM it).
-            let _lock = StateLock::acquire(&path)?;
-            if !path.exists() {
-                println!("nothing to restore: its agent put everything back meanwhile");
-                return Ok(0);
-            }
-            let state = HostState::load(&path).map_err(|e| Error::state(&path, e))?;
-            let r = state.restore(&c.proc_root);
-            for e in &r.errors {
-                tracing::warn!("{e}");
-            }
-            std::fs::remove_file(&path).map_err(|e| Error::state(&path, e))?;
-            println!("{}", summary(&r));
-            Ok(if r.errors.is_empty() { 0 } else { 1 })
+            crate::cli::under_lock(&path, || {
+                let state = HostState::load(&path).map_err(|e| Error::state(&path, e))?;
+                let r = state.restore(&c.proc_root);
+                for e in &r.errors {
+                    tracing::warn!("{e}");
+                }
+                std::fs::remove_file(&path).map_err(|e| Error::state(&path, e))?;
+                println!("{}", summary(&r));
+                Ok(if r.errors.is_empty() { 0 } else { 1 })
+            })
         }
         HostCmd::Run {
             config,

@@ -89,8 +89,8 @@ impl Pool {
 #[derive(Debug)]
 pub struct Window {
     pub json: Value,
-    /// diff: the NSVMs by name and the NSVM pool's CPU count (0: no pools); ia-rotate: the VMs
-    /// on the fast class, and the threads moved.
+    /// diff: the NSVMs by name and the NSVM pool's CPU count (0: no pools); ia-rotate: none
+    /// (its seats change every cycle: the decision log has them).
     pub built: (Vec<String>, usize),
     pub changes: usize,
 }
@@ -425,6 +425,11 @@ impl HostAgent {
             .find(|(_, c)| c.name == name)
     }
 
+    /// Where ia-rotate's core classes came from (`None` under diff).
+    pub fn classes_source(&self) -> Option<&str> {
+        self.ia.as_ref().map(|ia| ia.classes.source.as_str())
+    }
+
     /// The configured VMs no QEMU process runs now.
     pub fn absent(&self) -> Vec<String> {
         let running: Vec<&str> = self.vms.iter().map(|t| t.vm.name.as_str()).collect();
@@ -463,19 +468,26 @@ impl HostAgent {
     /// The end of a window: measure, decide (diff or ia-rotate), apply, log.
     fn window(&mut self) -> Result<Window> {
         self.windows += 1;
-        let proc = self.cfg.proc_root.clone();
-        let before = self.vms.len();
-        self.vms
-            .retain(|t| starttime(&proc, t.vm.pid, t.vm.pid).ok() == Some(t.starttime));
-        for _ in self.vms.len()..before {
-            self.count("vm_gone");
+        // A VM is gone when a vCPU's schedstat cannot be read and its QEMU is not the one we
+        // found (its start time is only read then: not every window for every VM).
+        let mut readings = Vec::with_capacity(self.vms.len());
+        for mut t in std::mem::take(&mut self.vms) {
+            let r = t.sensor.read_cpu();
+            let pid = t.vm.pid;
+            if r.vcpus.iter().any(Option::is_none)
+                && starttime(&self.cfg.proc_root, pid, pid).ok() != Some(t.starttime)
+            {
+                self.count("vm_gone");
+                continue;
+            }
+            self.vms.push(t);
+            readings.push(r);
         }
         let mut cpu = Vec::with_capacity(self.vms.len());
         let mut rows = Vec::with_capacity(self.vms.len());
-        for t in &mut self.vms {
+        for (t, now) in self.vms.iter_mut().zip(readings) {
             // Every VM has this window's samples: VMs join only at a window's end.
             let stats = window_stats(&self.cfg.thresholds, &t.samples);
-            let now = t.sensor.read_cpu();
             let d = cpu_delta(&t.last_cpu, &now);
             t.last_cpu = now;
             let rings = stats.kind();
@@ -686,7 +698,7 @@ impl HostAgent {
             self.apply(&groups, &|vm, i| Pool::Cpu(pins[vm][i]))?
         };
         let classes = json!({"source": source, "fast": fast});
-        Ok((vec![("classes", classes)], (fast, changes), changes))
+        Ok((vec![("classes", classes)], (Vec::new(), 0), changes))
     }
 
     /// Makes the host match a decision: the groups exist with their CPUs, and the vCPU `i` of

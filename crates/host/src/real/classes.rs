@@ -32,6 +32,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use crate::decide::ia::{CoreClass, Platform};
+use colosched_core::cpuset::CpuSet;
 
 /// SF of a P-core over an E-core when sysfs gives neither frequencies nor capacities
 /// (assumed, not measured): Alder/Raptor Lake P-cores reach 1.25–1.3 times the E-cores' top
@@ -313,52 +314,13 @@ fn join(values: &[u64]) -> String {
 fn read_list(path: &Path) -> Result<Vec<usize>, ClassError> {
     let place = || path.display().to_string();
     let text = fs::read_to_string(path).map_err(|e| error(place(), e.to_string()))?;
-    parse_cpu_list(&text).map_err(|why| error(place(), why))
-}
-
-/// The kernel's CPU list format: `0-7,16` (a trailing newline allowed).
-pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in text.trim().split(',').filter(|p| !p.is_empty()) {
-        let num = |s: &str| {
-            s.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("bad CPU list {:?}", text.trim()))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(format!("bad CPU range {part:?}"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    Ok(out)
+    let set = text.parse::<CpuSet>().map_err(|why| error(place(), why))?;
+    Ok(set.iter().collect())
 }
 
 /// `[0, 1, 2, 5]` → `0-2,5`.
-pub fn cpu_list(cpus: &[usize]) -> String {
-    let mut sorted = cpus.to_vec();
-    sorted.sort_unstable();
-    sorted.dedup();
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < sorted.len() {
-        let mut j = i;
-        while j + 1 < sorted.len() && sorted[j + 1] == sorted[j] + 1 {
-            j += 1;
-        }
-        parts.push(if i == j {
-            sorted[i].to_string()
-        } else {
-            format!("{}-{}", sorted[i], sorted[j])
-        });
-        i = j + 1;
-    }
-    parts.join(",")
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter().copied().collect::<CpuSet>().to_string()
 }
 
 #[cfg(test)]
@@ -402,15 +364,6 @@ mod tests {
             slow: slow.to_vec(),
             sf_fast,
         }
-    }
-
-    #[test]
-    fn cpu_lists_parse_and_print() {
-        assert_eq!(parse_cpu_list("0-3,8\n").unwrap(), vec![0, 1, 2, 3, 8]);
-        assert_eq!(parse_cpu_list("").unwrap(), Vec::<usize>::new());
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("range"));
-        assert!(parse_cpu_list("0-x").unwrap_err().contains("bad CPU list"));
-        assert_eq!(cpu_list(&[5, 0, 1, 2, 9, 10]), "0-2,5,9-10");
     }
 
     #[test]
