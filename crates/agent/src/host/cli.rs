@@ -175,13 +175,14 @@ fn run(mut a: HostAgent) -> Result<i32, Error> {
         tracing::info!("{msg}");
     }
     tracing::info!(
-        "starting: {} VM(s) [{}], CPUs {}; T_m {} ms, T_s {} ms, hold {} window(s); slices {} / {} ms{}",
+        "starting: {} VM(s) [{}], CPUs {}; T_m {} ms, T_s {} ms, hold {}–{} window(s); slices {} / {} ms{}",
         a.vms.len(),
         a.vms.iter().map(|t| t.vm.name.as_str()).collect::<Vec<_>>().join(", "),
         crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),
         a.cfg.interval_ms,
         a.cfg.window_ms,
         a.cfg.hold_windows,
+        a.cfg.hold_max_windows,
         a.cfg.nsvm_slice_ms,
         a.cfg.nnvm_slice_ms,
         if a.cfg.dry_run { "; DRY RUN: nothing will be changed" } else { "" }

@@ -53,8 +53,10 @@ pub struct HostConfig {
     pub interval_ms: u32,
     /// T_s: one classification and plan per window (ms, a multiple of `interval_ms`).
     pub window_ms: u32,
-    /// A VM stays NSVM this many windows after its rings last said so (`NsvmHold`).
+    /// A VM stays NSVM this many windows after its rings last said so (`NsvmHold`)...
     pub hold_windows: u32,
+    /// ...doubled each time it comes back soon after, up to this many.
+    pub hold_max_windows: u32,
     /// VMs are looked for again every this many windows (new ones join, gone ones leave).
     pub rediscover_windows: u32,
     /// The CPUs the two pools share; `None` = every online CPU.
@@ -90,6 +92,7 @@ impl Default for HostConfig {
             interval_ms: 10,
             window_ms: 100,
             hold_windows: 10,
+            hold_max_windows: 80,
             rediscover_windows: 10,
             cpus: None,
             state_file: PathBuf::from("/run/colosched-host/state.json"),
@@ -120,6 +123,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "interval_ms",
             "window_ms",
             "hold_windows",
+            "hold_max_windows",
             "rediscover_windows",
             "cpus",
             "seed",
@@ -224,6 +228,16 @@ impl HostConfig {
         }
         if let Some(x) = int(&top, "hold_windows", 0.0, 10_000.0)? {
             c.hold_windows = x as u32;
+        }
+        c.hold_max_windows = c.hold_max_windows.max(c.hold_windows);
+        if let Some(x) = int(&top, "hold_max_windows", 0.0, 100_000.0)? {
+            if (x as u32) < c.hold_windows {
+                return Err(Error::config(
+                    "hold_max_windows",
+                    format!("{x} is less than hold_windows ({})", c.hold_windows),
+                ));
+            }
+            c.hold_max_windows = x as u32;
         }
         if let Some(x) = int(&top, "rediscover_windows", 1.0, 10_000.0)? {
             c.rediscover_windows = x as u32;
@@ -419,6 +433,7 @@ mod tests {
     fn defaults_and_a_full_example() {
         let c = HostConfig::parse("vms.all = true").unwrap();
         assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (10, 100, 10));
+        assert_eq!(c.hold_max_windows, 80);
         assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (1.0, 30.0));
         assert_eq!(c.thresholds, NsvmThresholds::default());
         let c = HostConfig::parse(
@@ -426,6 +441,7 @@ mod tests {
             interval_ms = 20
             window_ms = 200
             hold_windows = 0
+            hold_max_windows = 5
             cpus = "0-1"
             dry_run = true
             [paths]
@@ -449,6 +465,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (20, 200, 0));
+        assert_eq!(c.hold_max_windows, 5);
         assert_eq!(c.cpus.unwrap().to_string(), "0-1");
         assert!(c.dry_run);
         assert_eq!(c.cpuset_root, PathBuf::from("/x/cpuset"));
@@ -480,6 +497,10 @@ mod tests {
                 "interval_ms: must be an integer",
             ),
             ("vms.all = true\ncpus = \"0-x\"", "cpus:"),
+            (
+                "vms.all = true\nhold_windows = 20\nhold_max_windows = 10",
+                "hold_max_windows: 10 is less than hold_windows (20)",
+            ),
             (
                 "vms.all = true\n[pools]\nnsvm_slice_ms = 0.05",
                 "pools.nsvm_slice_ms: must be",

@@ -162,35 +162,79 @@ pub fn window_stats(t: &NsvmThresholds, samples: &[RingSample]) -> RingStats {
     }
 }
 
-/// Keeps a VM NSVM for `windows` identification windows after its rings last made it one (not
-/// in the paper, open questions 1 and 7): a VM the NSVM pool serves well has calm rings, so the
-/// rule as written sends it back to the long-slice pool in its next window, where its rings
-/// overflow again, and it flaps every window. `windows = 0` is the rule as written.
+/// Keeps a VM NSVM after its rings last made it one (not in the paper, open questions 1 and 7):
+/// a VM the NSVM pool serves well has calm rings, so the rule as written sends it back to the
+/// long-slice pool in its next window, where its rings overflow again, and it flaps every
+/// window.
+///
+/// The hold is `windows` windows at first. A VM whose rings make it NSVM again within as many
+/// windows as its last hold lasted, after the hold let it go, was calm only because of the
+/// pool: its hold doubles, up to `max_windows` (the back-off of route-flap damping and of
+/// Kubernetes' CrashLoopBackOff). A VM that stays out of the pool for `max_windows` windows
+/// starts again from `windows`. So a VM whose traffic goes on leaves the pool for one window
+/// in `max_windows` instead of one in `windows`, and one whose traffic has ended is let go
+/// after at most `max_windows`. `windows = 0` is the rule as written; `max_windows = windows`
+/// is a fixed hold.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NsvmHold {
     pub windows: u32,
-    left: Vec<u32>,
+    pub max_windows: u32,
+    vms: Vec<Held>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Held {
+    /// Windows of hold left.
+    left: u32,
+    /// The hold this VM gets when its rings make it NSVM.
+    hold: u32,
+    /// Windows since the hold let it go (`u32::MAX`: never held, or long ago).
+    out: u32,
 }
 
 impl NsvmHold {
-    pub fn new(vms: usize, windows: u32) -> NsvmHold {
+    pub fn new(vms: usize, windows: u32, max_windows: u32) -> NsvmHold {
+        let max_windows = max_windows.max(windows);
+        let held = Held {
+            left: 0,
+            hold: windows,
+            out: u32::MAX,
+        };
         NsvmHold {
             windows,
-            left: vec![0; vms],
+            max_windows,
+            vms: vec![held; vms],
         }
     }
 
     /// The kind VM `vm` is treated as in this window, given what its rings said.
     pub fn kind(&mut self, vm: usize, rings: VmKind) -> VmKind {
+        let h = &mut self.vms[vm];
         if rings == VmKind::Sensitive {
-            self.left[vm] = self.windows;
+            if h.out <= h.hold {
+                h.hold = (h.hold * 2).min(self.max_windows);
+            }
+            h.left = h.hold;
+            h.out = u32::MAX;
             VmKind::Sensitive
-        } else if self.left[vm] > 0 {
-            self.left[vm] -= 1;
+        } else if h.left > 0 {
+            h.left -= 1;
+            if h.left == 0 {
+                h.out = 0;
+            }
             VmKind::Sensitive
         } else {
+            h.out = h.out.saturating_add(1);
+            if h.out >= self.max_windows && h.out != u32::MAX {
+                (h.hold, h.out) = (self.windows, u32::MAX);
+            }
             VmKind::NotSensitive
         }
+    }
+
+    /// The hold VM `vm` gets the next time its rings make it NSVM.
+    pub fn hold_of(&self, vm: usize) -> u32 {
+        self.vms[vm].hold
     }
 }
 
@@ -371,17 +415,41 @@ mod tests {
     #[test]
     fn the_hold_keeps_a_vm_nsvm_for_its_windows_after_its_rings_last_said_so() {
         use VmKind::{NotSensitive as N, Sensitive as S};
-        let mut hold = NsvmHold::new(2, 2);
-        let rings = [S, N, N, N, S, N];
+        let mut hold = NsvmHold::new(2, 2, 2);
+        let rings = [S, N, N, N, N, N, S, N];
         let kinds: Vec<VmKind> = rings.iter().map(|&k| hold.kind(0, k)).collect();
-        assert_eq!(kinds, [S, S, S, N, S, S]);
+        assert_eq!(kinds, [S, S, S, N, N, N, S, S]);
         assert_eq!(hold.kind(1, N), N, "VMs are held apart");
-        let mut as_written = NsvmHold::new(1, 0);
+        let mut as_written = NsvmHold::new(1, 0, 80);
         assert_eq!(
-            [S, N, S].map(|k| as_written.kind(0, k)),
-            [S, N, S],
+            [S, N, S, N].map(|k| as_written.kind(0, k)),
+            [S, N, S, N],
             "no hold: the rings decide"
         );
+    }
+
+    #[test]
+    fn a_vm_back_soon_after_its_hold_gets_twice_the_hold_up_to_the_most_then_the_first_again() {
+        use VmKind::{NotSensitive as N, Sensitive as S};
+        let run = |h: &mut NsvmHold, rings: &[VmKind]| -> Vec<VmKind> {
+            rings.iter().map(|&k| h.kind(0, k)).collect()
+        };
+        // Held 2 windows; out one window; back: 4; out one window; back: 6 (the most).
+        let mut hold = NsvmHold::new(1, 2, 6);
+        let kinds = run(&mut hold, &[S, N, N, N, S, N, N, N, N, N, S]);
+        assert_eq!(kinds, [S, S, S, N, S, S, S, S, S, N, S]);
+        assert_eq!(hold.hold_of(0), 6);
+        // A VM that was let go long enough ago to have been calm on its own: not doubled.
+        let (mut far, mut near) = (NsvmHold::new(1, 2, 6), NsvmHold::new(1, 2, 6));
+        run(&mut far, &[S, N, N, N, N, N, S]);
+        run(&mut near, &[S, N, N, N, N, S]);
+        assert_eq!((far.hold_of(0), near.hold_of(0)), (2, 4));
+        // Out for `max_windows` windows: the hold starts again from `windows`.
+        let mut back = NsvmHold::new(1, 2, 6);
+        run(&mut back, &[S, N, N, N, S]);
+        assert_eq!(back.hold_of(0), 4);
+        run(&mut back, &[N; 4 + 6]);
+        assert_eq!(back.hold_of(0), 2);
     }
 
     #[test]

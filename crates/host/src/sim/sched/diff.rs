@@ -22,8 +22,10 @@
 //! has calm rings, so the paper's rule as written classifies it NNVM in its next window, sends
 //! it back to the 30 ms pool, where its rings overflow again: it flaps every 100 ms and spends
 //! half its time in the wrong pool. `hold_windows` (default 10 = 1 s) keeps a VM NSVM for that
-//! many windows after it was last classified NSVM (`decide::diff::NsvmHold`, which a real
-//! host agent can call unchanged); 0 gives the rule as written.
+//! many windows after it was last classified NSVM, doubled each time the VM comes back soon
+//! after its hold let it go, up to `hold_max_windows` (default 80 = 8 s)
+//! (`decide::diff::NsvmHold`, which the real host agent calls unchanged); 0 gives the rule as
+//! written.
 //!
 //! The load L_i of eqs 11–18 is the mean number of the VM's runnable vCPUs (running or
 //! waiting) at the readings of the window: its demand. The CPU time it got would never exceed
@@ -57,6 +59,8 @@ pub struct DiffParams {
     /// A VM classified NSVM stays one for this many more windows even if its rings look calm
     /// (not in the paper: see the module doc). 0 = the paper's rule as written.
     pub hold_windows: u32,
+    /// The most a VM's hold grows to when it keeps coming back (`NsvmHold`).
+    pub hold_max_windows: u32,
 }
 
 impl DiffParams {
@@ -67,6 +71,7 @@ impl DiffParams {
             eevdf_ns_slice_ms: 1.0,
             window_ms: 100,
             hold_windows: 10,
+            hold_max_windows: 80,
         }
     }
 
@@ -133,7 +138,7 @@ impl Diff {
             plans: Vec::new(),
             rebuilds: 0,
             nsvm_windows: vec![0; topo.vms.len()],
-            hold: NsvmHold::new(topo.vms.len(), params.hold_windows),
+            hold: NsvmHold::new(topo.vms.len(), params.hold_windows, params.hold_max_windows),
         };
         d.build(&[], 0);
         d
