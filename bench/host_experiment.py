@@ -13,6 +13,7 @@ host agent (`colosched-agent host run`):
     slices   the agent with `[pools] cpusets = false`: short/long EEVDF slices, no cpuset pools
     pools    the agent with both slices 0: the cpuset pools alone
     full     the agent as it ships: pools + slices 1 ms / 30 ms
+    full-r   full, also reading guest 1's virtio-net RX ring fill through QMP (`rx_ring`)
     *-f      (TCP) the same with guest 1 made NSVM for the whole cell: a 0.5 s UDP burst makes
              its tap drop, a hold of 1000 windows keeps it NSVM (what an agent that could see the
              ring's fill would do; a TCP stream alone never makes this tap drop)
@@ -65,8 +66,8 @@ POOLS = [Path("/sys/fs/cgroup/cpuset/colosched-host-nsvm"), Path("/sys/fs/cgroup
 # so that an agent here never takes another engineer's test guests for ours, nor theirs ours.
 SCENE_NAME = "hx"
 NAMES = [f"{SCENE_NAME}{i}" for i in range(3)]
-VARIANTS = ["alone", "none", "slices", "pools", "full", "slices-f", "pools-f", "full-f"]
-DEFAULT_VARIANTS = {"tcp": VARIANTS, "udp": VARIANTS[:5]}
+VARIANTS = ["alone", "none", "slices", "pools", "full", "full-r", "slices-f", "pools-f", "full-f"]
+DEFAULT_VARIANTS = {"tcp": VARIANTS, "udp": VARIANTS[:6]}
 AGENT_EXTRA = {  # the [pools] table of each agent variant
     "slices": "[pools]\ncpusets = false\n",
     "pools": "[pools]\nnsvm_slice_ms = 0\nnnvm_slice_ms = 0\n",
@@ -81,6 +82,10 @@ AGENT_EXTRA = {  # the [pools] table of each agent variant
 FORCED = "hold_windows = 1000\n"
 BURST_S = 0.5
 AGENT_EXTRA |= {f"{v}-f": FORCED + AGENT_EXTRA[v] for v in list(AGENT_EXTRA)}
+# "-r": the full agent also reading guest 1's virtio-net RX ring through its QMP socket (`rx_ring`):
+# spec 002's request-queue length, so RX overload can be seen.
+AGENT_EXTRA["full-r"] = ""
+RING = {"full-r"}
 # The simulator's stand-in for each variant: (scenario file suffix, scheduler). In `diff-eevdf`
 # the NSVM pool's threads get 1 ms whatever the file says, the NNVM pool's keep the file's slice:
 # with guest 1 alone in its pool its slice changes nothing, so "pools" = diff-eevdf on the plain file.
@@ -218,9 +223,11 @@ def window(a: dict, b: dict, proto: str, size: int = 1400) -> dict:
 # --- the agent -----------------------------------------------------------------------------------
 
 
-def agent_config(tmp: Path, variant: str) -> Path:
+def agent_config(tmp: Path, variant: str, s: HostScene) -> Path:
     path = tmp / f"host-{variant}.toml"
     vms = "".join(f'[[vm]]\nname = "{n}"\n' for n in NAMES)
+    if variant in RING:
+        vms = vms.replace(f'"{NAMES[1]}"\n', f'"{NAMES[1]}"\nqmp = "{s.guests[1].qmp}"\nrx_ring = true\n')
     path.write_text(f'state_file = "{tmp}/state.json"\n{AGENT_EXTRA[variant]}\n{vms}')
     return path
 
@@ -260,6 +267,7 @@ def decisions(log: Path, t_from: float, t_to: float) -> dict:
             "windows": len(ws),
             "g1_nsvm": sum(kind(w, NAMES[1]) == "nsvm" for w in ws),
             "g1_nsvm_by_rings": sum(vm(w, NAMES[1]).get("rings") == "nsvm" for w in ws),
+            "g1_rq_sum": sum(vm(w, NAMES[1]).get("rx_rq_mean", 0.0) for w in ws),
             "others_nsvm": sum(kind(w, n) == "nsvm" for w in ws for n in (NAMES[0], NAMES[2])),
             "with_pools": sum(bool(w.get("pools")) for w in ws),
             "changes": sum(w.get("changes", 0) for w in ws),
@@ -322,7 +330,7 @@ def cell(
             "host",
             "run",
             "--config",
-            str(agent_config(tmp, variant)),
+            str(agent_config(tmp, variant, s)),
             "--decision-log",
             str(log),
         ]
@@ -484,6 +492,8 @@ def figures(c: dict, weights: list[int]) -> dict:
         "frame_kb": tap1["tx_bytes"] / tap1["tx_packets"] / 1e3 if tap1["tx_packets"] else None,
         "nsvm_frac": measured["g1_nsvm"] / max(1, measured["windows"]) if measured else None,
         "rebuilds_per_s": measured["rebuilds"] / c["seconds"] if measured else None,
+        # guest 1's mean request-queue length (of 256): its ring's fill with rx_ring, else 256 × f_ro
+        "g1_rq": measured["g1_rq_sum"] / max(1, measured["windows"]) if measured else None,
     }
 
 
@@ -510,6 +520,7 @@ HOST = [
     ("sender", "sender", 2),
     ("host_busy", "host busy", 2),
     ("rebuilds_per_s", "pool changes/s", 2),
+    ("g1_rq", "g1 ring", 0),
     ("us_per_mb", "g1 vCPU µs/MB", 0),
     ("frame_kb", "tap frame KB", 1),
 ]
@@ -672,7 +683,7 @@ def main() -> int:
         "--variants",
         default="",
         help=f"some of {','.join(VARIANTS)} (default: all for tcp, "
-        "the first five for udp; -f: guest 1 forced NSVM, see FORCED)",
+        "the first six for udp; -f: guest 1 forced NSVM, see FORCED)",
     )
     ap.add_argument("--warmup", type=float, default=3.0, help="s of traffic before measuring (default 3)")
     ap.add_argument("--measure", type=float, default=10.0, help="s measured per cell (default 10)")

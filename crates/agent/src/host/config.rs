@@ -23,6 +23,8 @@ pub struct VmConfig {
     /// them by thread name (`CPU n/KVM`). Never a socket the agent was not given: libvirt's
     /// monitor is libvirt's.
     pub qmp: Option<PathBuf>,
+    /// Read its virtio-net RX ring's fill through `qmp` every T_m (spec 002's RX overload).
+    pub rx_ring: bool,
 }
 
 /// Which paper's decisions the agent applies.
@@ -163,7 +165,7 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("vms", &["all"]),
     ("metrics", &["listen"]),
 ];
-const VM_KEYS: &[&str] = &["name", "weight", "taps", "qmp"];
+const VM_KEYS: &[&str] = &["name", "weight", "taps", "qmp", "rx_ring"];
 
 fn section<'a>(root: &'a toml::Table, name: &str) -> Section<'a> {
     Section {
@@ -409,11 +411,20 @@ fn parse_vms(root: &toml::Table) -> Result<Vec<VmConfig>> {
         {
             return Err(Error::config(s.key("taps"), "an empty tap name"));
         }
+        let qmp = path(&s, "qmp")?;
+        let rx_ring = s.bool("rx_ring")?.unwrap_or(false);
+        if rx_ring && qmp.is_none() {
+            return Err(Error::config(
+                s.key("rx_ring"),
+                "the ring is read through the VM's QMP socket: give it as qmp",
+            ));
+        }
         out.push(VmConfig {
             name: name.to_string(),
             weight: s.checked("weight", "positive", |x| x > 0.0)?,
             taps,
-            qmp: path(&s, "qmp")?,
+            qmp,
+            rx_ring,
         });
     }
     Ok(out)
@@ -457,6 +468,7 @@ mod tests {
             weight = 2
             taps = ["tap0"]
             qmp = "/run/web.qmp"
+            rx_ring = true
             [[vm]]
             name = "batch"
             [metrics]
@@ -475,6 +487,7 @@ mod tests {
         assert_eq!(c.vms[0].weight, Some(2.0));
         assert_eq!(c.vms[0].taps.as_deref(), Some(&["tap0".to_string()][..]));
         assert_eq!(c.vms[1].qmp, None);
+        assert_eq!((c.vms[0].rx_ring, c.vms[1].rx_ring), (true, false));
         assert_eq!(c.metrics_listen.unwrap().to_string(), "127.0.0.1:9465");
     }
 
@@ -497,6 +510,10 @@ mod tests {
                 "interval_ms: must be an integer",
             ),
             ("vms.all = true\ncpus = \"0-x\"", "cpus:"),
+            (
+                "[[vm]]\nname = \"a\"\nrx_ring = true",
+                "vm[0].rx_ring: the ring is read through the VM's QMP socket",
+            ),
             (
                 "vms.all = true\nhold_windows = 20\nhold_max_windows = 10",
                 "hold_max_windows: 10 is less than hold_windows (20)",

@@ -32,8 +32,8 @@ use colosched_host::decide::rotate::{
 use colosched_host::decide::tap::ring_sample;
 use colosched_host::real::classes::{read_classes, HostClasses};
 use colosched_host::real::{
-    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, NetReading, Qmp, Vcpu, Vm,
-    VmFilter, VmSensor,
+    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, NetReading, Qmp, RxRings, Vcpu,
+    Vm, VmFilter, VmSensor,
 };
 use serde_json::{json, Value};
 
@@ -62,6 +62,8 @@ pub struct Tracked {
     last_net: NetReading,
     last_cpu: CpuReading,
     samples: Vec<RingSample>,
+    /// Its RX rings through QMP (`vm[i].rx_ring`).
+    rings: Option<RxRings>,
     /// This window's tap totals: packets dropped toward the guest, packets it sent.
     dropped: u64,
     sent: u64,
@@ -146,8 +148,7 @@ pub fn sys_root_for(cfg: &HostConfig, pid: i32, taps: &[String]) -> Option<PathB
 }
 
 /// The vCPU threads QEMU reports on its QMP socket (`query-cpus-fast`).
-fn qmp_vcpus(path: &Path, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, String> {
-    let mut q = Qmp::connect(path, QMP_TIMEOUT).map_err(|e| e.to_string())?;
+fn qmp_vcpus(q: &mut Qmp, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, String> {
     let cpus = q.query_cpus_fast().map_err(|e| e.to_string())?;
     Ok(cpus
         .into_iter()
@@ -170,12 +171,19 @@ fn track(cfg: &HostConfig, mut vm: Vm, entry: Option<(usize, &VmConfig)>) -> Res
             format!("vm[{i}].{k}")
         })
     };
+    let mut rings = None;
     if let Some((_, c)) = entry {
         if let Some(taps) = &c.taps {
             vm.taps = taps.clone();
         }
         if let Some(path) = &c.qmp {
-            vm.vcpus = qmp_vcpus(path, &vm.vcpus).map_err(|e| Error::config(key("qmp"), e))?;
+            // One QMP client at a time: the session that gave the vCPUs reads the rings.
+            let mut q =
+                Qmp::connect(path, QMP_TIMEOUT).map_err(|e| Error::config(key("qmp"), e))?;
+            vm.vcpus = qmp_vcpus(&mut q, &vm.vcpus).map_err(|e| Error::config(key("qmp"), e))?;
+            if c.rx_ring {
+                rings = Some(RxRings::new(q).map_err(|e| Error::config(key("rx_ring"), e))?);
+            }
         }
     }
     if vm.vcpus.is_empty() {
@@ -218,6 +226,7 @@ fn track(cfg: &HostConfig, mut vm: Vm, entry: Option<(usize, &VmConfig)>) -> Res
         last_net,
         last_cpu,
         samples: Vec::new(),
+        rings,
         dropped: 0,
         sent: 0,
     })
@@ -448,14 +457,27 @@ impl HostAgent {
     pub fn tick(&mut self) -> Result<Option<Window>> {
         let period_ns = self.cfg.interval_ms as u64 * 1_000_000;
         let ql_max = self.cfg.thresholds.ql_max;
+        let mut ring_errors = 0;
         for t in &mut self.vms {
             let now = t.sensor.read_net();
             let d = net_delta(&t.last_net, &now);
             t.last_net = now;
+            let fill = t.rings.as_mut().and_then(|r| {
+                r.fill(ql_max)
+                    .inspect_err(|e| {
+                        ring_errors += 1;
+                        tracing::debug!("{e}");
+                    })
+                    .ok()
+                    .flatten()
+            });
             t.samples
-                .push(ring_sample(&d.interval(None), period_ns, ql_max));
+                .push(ring_sample(&d.interval(fill), period_ns, ql_max));
             t.dropped += d.tap.to_guest_dropped;
             t.sent += d.tap.from_guest;
+        }
+        if ring_errors > 0 {
+            *self.errors.entry("rx_ring").or_default() += ring_errors;
         }
         self.ticks += 1;
         if self.ticks < self.samples_per_window() {
@@ -503,6 +525,8 @@ impl HostAgent {
                 "reasons": reasons(&self.cfg.thresholds, &stats),
                 "f_ro": stats.rx_overflow_freq,
                 "f_rq": stats.rx_overload_freq,
+                "rx_rq_mean": t.samples.iter().map(|s| s.rx_rq as f64).sum::<f64>()
+                    / t.samples.len().max(1) as f64,
                 "q_se": stats.tx_mean_nonzero,
                 "f_se": stats.tx_stall_freq,
                 "load": d.load(),
@@ -945,6 +969,7 @@ mod tests {
                         weight: None,
                         taps: None,
                         qmp: None,
+                        rx_ring: false,
                     })
                     .collect(),
                 ..HostConfig::default()

@@ -7,7 +7,8 @@
 //! - `sense`: each VM's tap counters (every 10 ms) and vCPU schedstat (every window), read
 //!   cheaply, and the deltas between two readings (mapped to spec 002's ring samples by
 //!   `decide::tap`);
-//! - `qmp`: a minimal blocking QMP client with timeouts.
+//! - `qmp`: a minimal blocking QMP client with timeouts, and the virtio-net RX rings read
+//!   through it (`RxRings`).
 
 pub mod classes;
 pub mod discover;
@@ -17,5 +18,5 @@ pub mod sense;
 mod testqemu;
 
 pub use discover::{discover, Accel, Vcpu, Vm, VmFilter};
-pub use qmp::{Qmp, QmpError};
+pub use qmp::{Qmp, QmpError, RxRings};
 pub use sense::{cpu_delta, net_delta, CpuDelta, CpuReading, NetDelta, NetReading, VmSensor};

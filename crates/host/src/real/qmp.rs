@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::decide::tap::virtio_rx_fill;
+
 /// What went wrong, with the socket it went wrong on.
 #[derive(Debug)]
 pub struct QmpError {
@@ -383,6 +385,58 @@ impl Qmp {
     }
 }
 
+/// A VM's virtio-net RX rings, read through its QMP socket: spec 002's receive request queue
+/// (see `decide::tap::virtio_rx_fill` for what the indices mean). Only queue 0 of each device
+/// is read (a multi-queue device's other RX queues are 2, 4, …). Each read costs QEMU's main
+/// loop about 0.5 ms of CPU on this machine (`examples/host_sense_cost.rs`).
+#[derive(Debug)]
+pub struct RxRings {
+    qmp: Qmp,
+    paths: Vec<String>,
+}
+
+impl RxRings {
+    /// Finds the VM's virtio-net devices. Fails when QEMU has no `x-query-virtio` (before 7.2)
+    /// or the VM has no virtio-net device.
+    pub fn new(mut qmp: Qmp) -> std::result::Result<RxRings, String> {
+        let devices = qmp.query_virtio().map_err(|e| {
+            if e.is_command_not_found() {
+                let v = qmp.version();
+                format!(
+                    "QEMU {}.{}.{} has no x-query-virtio: its rings cannot be read (QEMU ≥ 7.2 has it)",
+                    v.major, v.minor, v.micro
+                )
+            } else {
+                e.to_string()
+            }
+        })?;
+        let paths: Vec<String> = devices
+            .into_iter()
+            .filter(|d| d.name == "virtio-net")
+            .map(|d| d.path)
+            .collect();
+        if paths.is_empty() {
+            return Err(format!("{}: no virtio-net device", qmp.path().display()));
+        }
+        Ok(RxRings { qmp, paths })
+    }
+
+    /// The fullest of the RX rings, scaled to `ql_max`; `None` while no guest driver has set
+    /// one up.
+    pub fn fill(&mut self, ql_max: u32) -> Result<Option<u32>> {
+        let mut most = None;
+        for path in &self.paths {
+            let q = self.qmp.virtio_queue_status(path, 0)?;
+            let (Some(last), Some(shadow)) = (q.last_avail_idx, q.shadow_avail_idx) else {
+                continue; // vhost: QEMU does not see the indices
+            };
+            let fill = virtio_rx_fill(q.vring_num, q.vring_desc, last, shadow, ql_max);
+            most = most.max(fill);
+        }
+        Ok(most)
+    }
+}
+
 /// The longest reply line accepted (`query-qmp-schema`, the longest QEMU has, is ~200 KiB).
 const MAX_LINE: usize = 16 << 20;
 
@@ -431,7 +485,6 @@ fn connect_unix(path: &Path, timeout: Duration) -> std::result::Result<UnixStrea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::decide::tap::virtio_rx_fill;
     use crate::real::discover::read_vm;
     use crate::real::testqemu::{Qemu, QemuOpts};
     use std::io::{BufRead, BufReader};
@@ -567,6 +620,54 @@ mod tests {
             seen[4]["arguments"],
             serde_json::json!({"path": "/machine/peripheral/nic0/virtio-backend", "queue": 0})
         );
+    }
+
+    #[test]
+    fn rx_rings_read_the_fullest_virtio_net_rx_queue_and_refuse_a_qemu_without_them() {
+        // Two NICs and a disk; the guest's driver posted 256 buffers on nic0 of which QEMU has
+        // filled 200 (56 free: 200 of 256 slots hold packets) and 16 on nic1.
+        let queue = |last: u32, shadow: u32| {
+            ret(&QUEUE
+                .replace("\"vring-desc\": 0", "\"vring-desc\": 4096")
+                .replace(
+                    "\"last-avail-idx\": 0",
+                    &format!("\"last-avail-idx\": {last}"),
+                )
+                .replace(
+                    "\"shadow-avail-idx\": 0",
+                    &format!("\"shadow-avail-idx\": {shadow}"),
+                ))
+        };
+        let devices = r#"[{"name": "virtio-net", "path": "/n0"}, {"name": "virtio-blk", "path": "/b"}, {"name": "virtio-net", "path": "/n1"}]"#;
+        let replies = vec![
+            ret("{}"),
+            ret(devices),
+            queue(65_530, 65_530u32.wrapping_add(56) % 65_536),
+            queue(1000, 1240),
+        ];
+        let (path, _dir, t) = server(Some(&greeting()), replies);
+        let mut rings = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap();
+        assert_eq!(
+            rings.fill(256).unwrap(),
+            Some(200),
+            "the fuller one, across the wrap"
+        );
+        drop(rings);
+        let seen = t.join().unwrap();
+        let paths: Vec<&Value> = seen[2..].iter().map(|c| &c["arguments"]["path"]).collect();
+        assert_eq!(paths, ["/n0", "/n1"], "only the virtio-net devices");
+
+        let not_found =
+            "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": \"no\"}, \"id\": {id}}\r\n";
+        let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), not_found.into()]);
+        let e = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap_err();
+        assert_eq!(
+            e,
+            "QEMU 7.2.22 has no x-query-virtio: its rings cannot be read (QEMU ≥ 7.2 has it)"
+        );
+        let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), ret("[]")]);
+        let e = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap_err();
+        assert!(e.ends_with("qmp.sock: no virtio-net device"), "{e}");
     }
 
     #[test]
@@ -717,6 +818,7 @@ mod tests {
         );
         assert_eq!(fill, None);
         let e = c.virtio_queue_status(&net.path, 99).unwrap_err();
+
         assert!(matches!(e.kind, QmpErrorKind::Reply { .. }), "{e}");
         // The human monitor is no QMP: it greets with a banner.
         let e = Qmp::connect(&q.hmp, T).unwrap_err();
@@ -730,5 +832,9 @@ mod tests {
         assert!(matches!(e.kind, QmpErrorKind::Timeout { .. }), "{e}");
         // Still usable after that.
         assert!(c.query_status().is_ok());
+        // The host agent's RX ring reader: one virtio-net device, no driver yet, so no fill.
+        let mut rings = RxRings::new(c).unwrap();
+        assert_eq!(rings.paths, std::slice::from_ref(&net.path));
+        assert_eq!(rings.fill(256).unwrap(), None);
     }
 }
