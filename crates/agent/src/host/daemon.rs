@@ -580,6 +580,7 @@ impl HostAgent {
         // A VM is gone when a vCPU's schedstat cannot be read and its QEMU is not the one we
         // found (its start time is only read then: not every window for every VM).
         let mut readings = Vec::with_capacity(self.vms.len());
+        let mut dropped = false;
         for mut t in std::mem::take(&mut self.vms) {
             let r = t.sensor.read_cpu();
             let pid = t.vm.pid;
@@ -587,10 +588,17 @@ impl HostAgent {
                 && starttime(&self.cfg.proc_root, pid, pid).ok() != Some(t.starttime)
             {
                 self.count("vm_gone");
+                dropped = true;
+                for v in &t.vm.vcpus {
+                    self.placed.remove(&v.tid);
+                }
                 continue;
             }
             self.vms.push(t);
             readings.push(r);
+        }
+        if dropped {
+            self.prune_groups();
         }
         let mut cpu = Vec::with_capacity(self.vms.len());
         let mut rows = Vec::with_capacity(self.vms.len());
@@ -1330,6 +1338,18 @@ mod tests {
         assert_eq!(state.threads[&101].group.as_deref(), Some("/vms/a"));
         assert_eq!(state.threads[&201].group.as_deref(), Some("/"));
         assert!(!state.threads.contains_key(&100) && !state.threads.contains_key(&200));
+
+        // VM b exits: its group goes at once (the kernel's empty group is an empty directory
+        // here), VM a's stays.
+        for f in ["cgroup.type", "cpuset.cpus", "cgroup.threads"] {
+            fs::remove_file(made[0].join(f)).unwrap();
+        }
+        fs::remove_dir_all(h.proc().join("200")).unwrap();
+        let w = window(&mut a, |_| {});
+        assert_eq!(w.json["vms"].as_array().unwrap().len(), 1);
+        assert!(!made[0].exists(), "{:?} left", made[0]);
+        assert!(made[1].exists());
+        assert_eq!(a.errors.get("restore"), None);
     }
 
     #[test]
