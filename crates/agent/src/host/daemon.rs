@@ -1350,6 +1350,22 @@ mod tests {
         assert!(!made[0].exists(), "{:?} left", made[0]);
         assert!(made[1].exists());
         assert_eq!(a.errors.get("restore"), None);
+
+        // A group the kernel gave its parent's CPUs (the VM's cgroup pinned elsewhere) is told.
+        fs::write(made[1].join("cpuset.cpus.effective"), "2-3\n").unwrap();
+        a.check_effective(&made[1]);
+        assert_eq!(a.errors.get("narrowed"), Some(&1));
+        fs::write(made[1].join("cpuset.cpus.effective"), read_cpus(&made[1])).unwrap();
+        a.check_effective(&made[1]);
+        assert_eq!(
+            a.errors.get("narrowed"),
+            Some(&1),
+            "the CPUs asked: nothing to tell"
+        );
+    }
+
+    fn read_cpus(dir: &Path) -> String {
+        fs::read_to_string(dir.join("cpuset.cpus")).unwrap()
     }
 
     #[test]
