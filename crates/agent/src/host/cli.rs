@@ -86,6 +86,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 a.cfg.nnvm_slice_ms,
                 a.default_slice_ns as f64 / 1e6
             );
+            println!("pools: {}", a.pools_text());
             if let Some(source) = a.classes_source() {
                 println!("scheduler ia-rotate; core classes: {source}");
             }
@@ -187,6 +188,7 @@ fn run(mut a: HostAgent) -> Result<i32, Error> {
         a.cfg.nnvm_slice_ms,
         if a.cfg.dry_run { "; DRY RUN: nothing will be changed" } else { "" }
     );
+    tracing::info!("pools: {}", a.pools_text());
     for name in a.absent() {
         tracing::info!("VM {name} is not running: watched once it starts");
     }

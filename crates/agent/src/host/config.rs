@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use colosched_host::act::Cgroup;
 use colosched_host::decide::diff::{NsvmThresholds, PoolParams};
 use colosched_host::real::classes::ClassMap;
 
@@ -70,8 +71,12 @@ pub struct HostConfig {
     pub seed: u64,
     pub proc_root: PathBuf,
     pub sys_root: PathBuf,
-    /// Where the v1 `cpuset` hierarchy is mounted; the pools are made in it.
+    /// Where the v1 `cpuset` hierarchy is mounted; v1 pools are made in it.
     pub cpuset_root: PathBuf,
+    /// Where cgroup2 is mounted; v2 pools are made under the vCPU threads' own groups in it.
+    pub cgroup2_root: PathBuf,
+    /// The hierarchy of the pools; `None` = auto (v1 when `cpuset_root` has cpuset, else v2).
+    pub cgroup: Option<Cgroup>,
     pub thresholds: NsvmThresholds,
     pub pools: PoolParams,
     /// The EEVDF slice the NSVMs' vCPU threads ask for (ms).
@@ -104,6 +109,8 @@ impl Default for HostConfig {
             proc_root: PathBuf::from("/proc"),
             sys_root: PathBuf::from("/sys"),
             cpuset_root: PathBuf::from("/sys/fs/cgroup/cpuset"),
+            cgroup2_root: PathBuf::from("/sys/fs/cgroup"),
+            cgroup: None,
             thresholds: NsvmThresholds::default(),
             pools: PoolParams::default(),
             nsvm_slice_ms: 1.0,
@@ -140,7 +147,10 @@ const KNOWN: &[(&str, &[&str])] = &[
             "metrics",
         ],
     ),
-    ("paths", &["proc_root", "sys_root", "cpuset_root"]),
+    (
+        "paths",
+        &["proc_root", "sys_root", "cpuset_root", "cgroup2_root"],
+    ),
     ("classes", &["fast", "slow", "sf_fast"]),
     (
         "classify",
@@ -160,6 +170,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "nnvm_slice_ms",
             "nonempty_pool_floor",
             "cpusets",
+            "cgroup",
         ],
     ),
     ("vms", &["all"]),
@@ -265,6 +276,7 @@ impl HostConfig {
             ("proc_root", &mut c.proc_root),
             ("sys_root", &mut c.sys_root),
             ("cpuset_root", &mut c.cpuset_root),
+            ("cgroup2_root", &mut c.cgroup2_root),
         ] {
             if let Some(p) = path(&paths, k)? {
                 *slot = p;
@@ -302,6 +314,17 @@ impl HostConfig {
         c.pools.nn_slice_ms = c.nnvm_slice_ms;
         c.pools.nonempty_pool_floor = pools.bool("nonempty_pool_floor")?.unwrap_or(true);
         c.cpusets = pools.bool("cpusets")?.unwrap_or(true);
+        c.cgroup = match pools.str("cgroup")? {
+            None | Some("auto") => None,
+            Some("v1") => Some(Cgroup::V1),
+            Some("v2") => Some(Cgroup::V2),
+            Some(x) => {
+                return Err(Error::config(
+                    "pools.cgroup",
+                    format!("unknown {x:?} (known: auto, v1, v2)"),
+                ))
+            }
+        };
         c.all_vms = vms.bool("all")?.unwrap_or(false);
         c.vms = parse_vms(&root)?;
         if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
@@ -443,6 +466,7 @@ mod tests {
     #[test]
     fn defaults_and_a_full_example() {
         let c = HostConfig::parse("vms.all = true").unwrap();
+        assert_eq!(c.cgroup, None, "auto");
         assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (10, 100, 10));
         assert_eq!(c.hold_max_windows, 80);
         assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (1.0, 30.0));
@@ -457,12 +481,14 @@ mod tests {
             dry_run = true
             [paths]
             cpuset_root = "/x/cpuset"
+            cgroup2_root = "/x/unified"
             [classify]
             ql_th = 100
             tx_stall_freq = 0.4
             [pools]
             nsvm_slice_ms = 0.5
             nnvm_slice_ms = 0
+            cgroup = "v2"
             [[vm]]
             name = "web"
             weight = 2
@@ -481,6 +507,8 @@ mod tests {
         assert_eq!(c.cpus.unwrap().to_string(), "0-1");
         assert!(c.dry_run);
         assert_eq!(c.cpuset_root, PathBuf::from("/x/cpuset"));
+        assert_eq!(c.cgroup2_root, PathBuf::from("/x/unified"));
+        assert_eq!(c.cgroup, Some(Cgroup::V2));
         assert_eq!((c.thresholds.ql_th, c.thresholds.tx_stall_freq), (100, 0.4));
         assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (0.5, 0.0));
         assert_eq!(c.vms.len(), 2);
@@ -548,6 +576,10 @@ mod tests {
                 "vm[0].taps: expected a list",
             ),
             ("dry_run = true", "vm: no VM given"),
+            (
+                "vms.all = true\n[pools]\ncgroup = \"v3\"",
+                "pools.cgroup: unknown \"v3\"",
+            ),
             ("vm = 3", "vm: expected [[vm]] tables"),
             (
                 "vms.all = true\n[metrics]\nlisten = \"x\"",

@@ -6,21 +6,24 @@
 //! same functions. Then it makes the host match the plan: the NSVMs' vCPU threads in one cpuset
 //! pool with a short EEVDF slice, the other VMs' in a second pool with a long one.
 //!
+//! The pools are cpuset groups of cgroup v1 (at the hierarchy's root) or of cgroup v2 (a
+//! threaded child of each vCPU thread's own cgroup: `act::cgroup2` says why), chosen by
+//! `pools.cgroup`; the daemon does the same for both, through `act::Cgroup`.
+//!
 //! Everything it changes is recorded in the state file before it is changed (`act::state`) and
 //! put back when no NSVM is left (the host as it was: no pools), on exit, on SIGTERM, or by
 //! `restore` after a SIGKILL. Only vCPU threads of the VMs it was given are touched: QEMU's
 //! other threads (main loop, I/O) stay where they are.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colosched_core::Rng;
-use colosched_host::act::cpuset::CpusetPool;
-use colosched_host::act::slice;
-use colosched_host::act::state::{starttime, HostState, Restored};
+use colosched_host::act::state::{remove_pool, starttime, HostState, Restored};
+use colosched_host::act::{cgroup2, set_cpus, slice, Cgroup};
 use colosched_host::decide::diff::{
     plan_pools, pools_built, window_stats, NsvmHold, NsvmThresholds, RingSample, RingStats, VmKind,
     VmNeed,
@@ -42,7 +45,8 @@ use super::metrics::HostMetrics;
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 
-/// The two pools' cpuset groups, made under the cpuset root.
+/// The two pools' cpuset groups, made under the v1 cpuset root or, on v2, under each vCPU
+/// thread's own cgroup.
 pub const NS_POOL: &str = "colosched-host-nsvm";
 pub const NN_POOL: &str = "colosched-host-nnvm";
 /// ia-rotate's per-CPU groups: `colosched-host-cpu<N>`.
@@ -113,10 +117,14 @@ pub struct HostAgent {
     pub vms: Vec<Tracked>,
     /// What a thread that asked for no slice reads (this thread's request).
     pub default_slice_ns: u64,
+    /// The hierarchy the pools are made in and its root; `None` only in a dry run on a host with
+    /// no cpuset controller (nothing is made then).
+    pub hierarchy: Option<(Cgroup, PathBuf)>,
     rng: Rng,
     state: HostState,
-    /// The groups made, with their CPU lists.
-    groups: BTreeMap<Pool, (CpusetPool, String)>,
+    /// The groups made, by (parent directory, pool), with their CPU lists. v1: the parent is
+    /// always the root; v2: the cgroup of the threads in it.
+    groups: BTreeMap<(PathBuf, Pool), String>,
     placed: BTreeMap<i32, Pool>,
     ia: Option<Ia>,
     ticks: u32,
@@ -277,6 +285,45 @@ fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter().copied().collect::<CpuSet>().to_string()
 }
 
+/// Which hierarchy the pools go in (`pools.cgroup`), checked on this host: v1 needs
+/// `cpuset.cpus` at `paths.cpuset_root`, v2 cpuset in `paths.cgroup2_root`'s
+/// `cgroup.controllers`; auto takes v1, else v2. `None`: auto found neither.
+fn hierarchy(cfg: &HostConfig) -> Result<Option<(Cgroup, PathBuf)>> {
+    let v1 = cfg.cpuset_root.join("cpuset.cpus").exists();
+    let controllers = cfg.cgroup2_root.join("cgroup.controllers");
+    let listed = std::fs::read_to_string(&controllers);
+    let v2 = listed
+        .as_ref()
+        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpuset"));
+    match (cfg.cgroup, v1, v2) {
+        (Some(Cgroup::V1) | None, true, _) => Ok(Some((Cgroup::V1, cfg.cpuset_root.clone()))),
+        (Some(Cgroup::V2) | None, _, true) => Ok(Some((Cgroup::V2, cfg.cgroup2_root.clone()))),
+        (None, ..) => Ok(None),
+        (Some(Cgroup::V1), ..) => Err(Error::config(
+            "paths.cpuset_root",
+            format!(
+                "{} is not a cgroup v1 cpuset hierarchy (no cpuset.cpus)",
+                cfg.cpuset_root.display()
+            ),
+        )),
+        (Some(Cgroup::V2), ..) => Err(match listed {
+            Err(e) => Error::config(
+                "paths.cgroup2_root",
+                format!("{}: {e} (not a cgroup2 mount)", controllers.display()),
+            ),
+            Ok(text) => Error::config(
+                "pools.cgroup",
+                format!(
+                    "\"v2\" needs the cpuset controller on cgroup2, but {} lists only [{}] (is \
+                     cpuset bound to cgroup v1 here? then use \"v1\" or \"auto\")",
+                    controllers.display(),
+                    text.trim()
+                ),
+            ),
+        }),
+    }
+}
+
 impl HostAgent {
     /// The agent for a checked config: its CPUs, the VMs running now. Errors name the key.
     pub fn new(cfg: HostConfig) -> Result<HostAgent> {
@@ -313,12 +360,16 @@ impl HostAgent {
                  pools.nsvm_slice_ms and pools.nnvm_slice_ms to 0 to use the pools alone",
             ));
         }
-        if !cfg.dry_run && !cfg.cpuset_root.join("cpuset.cpus").exists() {
+        // A dry run makes no pool: auto finding no cpuset is only an error when pools are made.
+        let hierarchy = hierarchy(&cfg)?;
+        if hierarchy.is_none() && !cfg.dry_run {
             return Err(Error::config(
-                "paths.cpuset_root",
+                "pools.cgroup",
                 format!(
-                    "{} is not a cgroup v1 cpuset hierarchy (no cpuset.cpus)",
-                    cfg.cpuset_root.display()
+                    "\"auto\" found no cpuset controller: {} has no cpuset.cpus (v1) and {} lists \
+                     no cpuset (v2); set paths.cpuset_root or paths.cgroup2_root",
+                    cfg.cpuset_root.display(),
+                    cfg.cgroup2_root.join("cgroup.controllers").display()
                 ),
             ));
         }
@@ -365,9 +416,13 @@ impl HostAgent {
                 })
             }
         };
+        let (cgroup, root) = hierarchy
+            .clone()
+            .unwrap_or((Cgroup::V1, cfg.cpuset_root.clone()));
         let mut agent = HostAgent {
+            hierarchy,
             rng: Rng::new(cfg.seed),
-            state: HostState::new(&cfg.cpuset_root),
+            state: HostState::new(cgroup, &root),
             cfg,
             cpus,
             vms: Vec::new(),
@@ -416,14 +471,68 @@ impl HostAgent {
                 }
             }
         }
-        for gone in std::mem::take(&mut self.vms) {
-            for v in &gone.vm.vcpus {
+        let gone = std::mem::take(&mut self.vms);
+        for t in &gone {
+            for v in &t.vm.vcpus {
                 self.placed.remove(&v.tid);
             }
         }
         kept.sort_by_key(|t| t.vm.pid);
         self.vms = kept;
+        if !gone.is_empty() {
+            self.prune_groups();
+        }
         Ok(())
+    }
+
+    /// Removes the groups no watched VM's thread belongs under any more: on v2 a gone VM's
+    /// cgroup cannot be removed by its manager while our child is in it.
+    fn prune_groups(&mut self) {
+        let Some((cgroup, _)) = self.hierarchy.clone() else {
+            return;
+        };
+        let in_use: BTreeSet<PathBuf> = (self.vms.iter())
+            .flat_map(|t| &t.vm.vcpus)
+            .filter_map(|v| self.parent_of(v.tid))
+            .collect();
+        let unused: Vec<(PathBuf, Pool)> = (self.groups.keys())
+            .filter(|(parent, _)| !in_use.contains(parent))
+            .cloned()
+            .collect();
+        for (parent, pool) in unused {
+            self.groups.remove(&(parent.clone(), pool));
+            if let Err(e) = remove_pool(cgroup, &parent.join(pool.dir_name())) {
+                tracing::warn!("removing a gone VM's group: {e}");
+                self.count("restore");
+            }
+        }
+    }
+
+    /// The directory thread `tid`'s pools are made in: the root on v1, on v2 the cgroup it was
+    /// in when recorded. `None`: not recorded (never moved).
+    fn parent_of(&self, tid: i32) -> Option<PathBuf> {
+        match self.state.cgroup {
+            Cgroup::V1 => Some(self.state.cpuset_root.clone()),
+            Cgroup::V2 => {
+                let group = self.state.threads.get(&tid)?.group.as_ref()?;
+                Some(self.state.dir_of(group))
+            }
+        }
+    }
+
+    /// How the pools are made, for the start line and check-config.
+    pub fn pools_text(&self) -> String {
+        match &self.hierarchy {
+            Some((Cgroup::V1, root)) => {
+                format!("cgroup v1: cpuset groups in {}", root.display())
+            }
+            Some((Cgroup::V2, root)) => format!(
+                "cgroup v2: a threaded cpuset group beside each vCPU thread, under its own \
+                 cgroup in {}",
+                root.display()
+            ),
+            None => "no cpuset controller found (a dry run: none is needed)".to_string(),
+        }
     }
 
     fn entry(&self, name: &str) -> Option<(usize, &VmConfig)> {
@@ -493,6 +602,7 @@ impl HostAgent {
         // A VM is gone when a vCPU's schedstat cannot be read and its QEMU is not the one we
         // found (its start time is only read then: not every window for every VM).
         let mut readings = Vec::with_capacity(self.vms.len());
+        let mut dropped = false;
         for mut t in std::mem::take(&mut self.vms) {
             let r = t.sensor.read_cpu();
             let pid = t.vm.pid;
@@ -500,10 +610,17 @@ impl HostAgent {
                 && starttime(&self.cfg.proc_root, pid, pid).ok() != Some(t.starttime)
             {
                 self.count("vm_gone");
+                dropped = true;
+                for v in &t.vm.vcpus {
+                    self.placed.remove(&v.tid);
+                }
                 continue;
             }
             self.vms.push(t);
             readings.push(r);
+        }
+        if dropped {
+            self.prune_groups();
         }
         let mut cpu = Vec::with_capacity(self.vms.len());
         let mut rows = Vec::with_capacity(self.vms.len());
@@ -550,6 +667,7 @@ impl HostAgent {
             "scheduler": self.cfg.scheduler.name(),
             "dry_run": self.cfg.dry_run,
             "cpusets": self.cfg.cpusets,
+            "cgroup": self.hierarchy.as_ref().map(|(c, _)| c.name()),
             "cpus": cpu_list(&self.cpus),
             "vms": rows,
             "changes": changes,
@@ -728,8 +846,9 @@ impl HostAgent {
 
     /// Makes the host match a decision: the groups exist with their CPUs, and the vCPU `i` of
     /// VM `vm` sits in group `want(vm, i)` with that group's slice. Each thread not yet where it
-    /// belongs is recorded (all of them, then one save) before any is changed. With
-    /// `pools.cpusets = false` only the slices change. Returns the threads changed.
+    /// belongs is recorded, with each group and (v2) each `cgroup.subtree_control` about to be
+    /// changed, then one save, before anything is changed. With `pools.cpusets = false` only
+    /// the slices change. Returns the threads changed.
     fn apply(
         &mut self,
         groups: &[(Pool, String)],
@@ -744,47 +863,7 @@ impl HostAgent {
                 }
             }
         }
-        let path = self.cfg.state_file.clone();
-        let save = |s: &HostState| s.save(&path).map_err(|e| Error::state(&path, e));
         let cpusets = self.cfg.cpusets;
-        if cpusets {
-            let root = self.cfg.cpuset_root.clone();
-            let new: Vec<&(Pool, String)> = groups
-                .iter()
-                .filter(|(p, _)| !self.groups.contains_key(p))
-                .collect();
-            if !new.is_empty() {
-                for (pool, _) in &new {
-                    let dir = root.join(pool.dir_name());
-                    if !self.state.pools.contains(&dir) {
-                        self.state.pools.push(dir);
-                    }
-                }
-                save(&self.state)?;
-            }
-            for (pool, cpus) in groups {
-                match self.groups.get_mut(pool) {
-                    Some((g, now)) if now != cpus => {
-                        g.set_cpus(cpus)
-                            .map_err(|e| Error::Runtime(format!("group CPUs: {e}")))?;
-                        *now = cpus.clone();
-                    }
-                    Some(_) => {}
-                    None => {
-                        let name = pool.dir_name();
-                        let g = CpusetPool::create(&root, &name, cpus).map_err(|e| {
-                            let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                                " (not this agent's: remove it, or run `colosched host restore`)"
-                            } else {
-                                ""
-                            };
-                            Error::Runtime(format!("making group {name}: {e}{hint}"))
-                        })?;
-                        self.groups.insert(*pool, (g, cpus.clone()));
-                    }
-                }
-            }
-        }
         let (ns_ms, nn_ms) = (self.cfg.nsvm_slice_ms, self.cfg.nnvm_slice_ms);
         let slice_ms = move |pool| match pool {
             Pool::Ns => ns_ms,
@@ -802,12 +881,96 @@ impl HostAgent {
                 Err(_) => self.count("gone"),
             }
         }
-        save(&self.state)?;
+        // The groups wanted: v1 every pool at the root; v2 each pool a thread moves into, under
+        // that thread's own cgroup (a pool no thread needs is not made there).
+        let cgroup = self.state.cgroup;
+        let wanted: BTreeSet<(PathBuf, Pool)> = match (cpusets, cgroup) {
+            (false, _) => BTreeSet::new(),
+            (true, Cgroup::V1) => groups
+                .iter()
+                .map(|(p, _)| (self.state.cpuset_root.clone(), *p))
+                .collect(),
+            (true, Cgroup::V2) => ready
+                .iter()
+                .filter_map(|&(tid, pool)| Some((self.parent_of(tid)?, pool)))
+                .collect(),
+        };
+        let new: Vec<(PathBuf, Pool)> = (wanted.into_iter())
+            .filter(|k| !self.groups.contains_key(k))
+            .collect();
+        let mut enable = Vec::new();
+        for (parent, pool) in &new {
+            let dir = parent.join(pool.dir_name());
+            if !self.state.pools.contains(&dir) {
+                self.state.pools.push(dir);
+            }
+            if cgroup == Cgroup::V2 {
+                let group = parent
+                    .strip_prefix(&self.state.cpuset_root)
+                    .unwrap_or(parent);
+                let missing =
+                    cgroup2::cpuset_missing(&self.state.cpuset_root, &group.to_string_lossy())
+                        .map_err(|e| Error::Runtime(format!("reading subtree_control: {e}")))?;
+                for dir in missing {
+                    if !enable.contains(&dir) {
+                        enable.push(dir);
+                    }
+                }
+            }
+        }
+        for dir in &enable {
+            if !self.state.subtree_control.contains(dir) {
+                self.state.subtree_control.push(dir.clone());
+            }
+        }
+        let path = &self.cfg.state_file;
+        self.state.save(path).map_err(|e| Error::state(path, e))?;
+
+        // Root first: a group can enable cpuset for its children only when its parent has.
+        for dir in &enable {
+            cgroup2::enable_cpuset(dir)
+                .map_err(|e| Error::Runtime(format!("enabling cpuset for the pools: {e}")))?;
+        }
+        let cpus_of = |pool: &Pool| groups.iter().find(|(p, _)| p == pool).map(|(_, c)| c);
+        let mut touched = Vec::new();
+        for ((parent, pool), now) in &mut self.groups {
+            match cpus_of(pool) {
+                Some(cpus) if cpus != now => {
+                    set_cpus(&parent.join(pool.dir_name()), cpus)
+                        .map_err(|e| Error::Runtime(format!("group CPUs: {e}")))?;
+                    *now = cpus.clone();
+                    touched.push(parent.join(pool.dir_name()));
+                }
+                _ => {}
+            }
+        }
+        for (parent, pool) in new {
+            let (name, cpus) = (pool.dir_name(), cpus_of(&pool).cloned().unwrap_or_default());
+            cgroup.create(&parent, &name, &cpus).map_err(|e| {
+                let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
+                    " (not this agent's: remove it, or run `colosched host restore`)"
+                } else {
+                    ""
+                };
+                Error::Runtime(format!("making group {name}: {e}{hint}"))
+            })?;
+            touched.push(parent.join(&name));
+            self.groups.insert((parent, pool), cpus);
+        }
+        if cgroup == Cgroup::V2 {
+            // v2 takes CPUs its parent has not without a word, and gives the parent's instead.
+            for dir in touched {
+                self.check_effective(&dir);
+            }
+        }
+
         let mut changed = 0;
         for (tid, pool) in ready {
-            let attached = match self.groups.get(&pool) {
-                Some((g, _)) => g.attach(tid),
-                None => Ok(()), // slices alone (pools.cpusets = false)
+            let attached = match self.parent_of(tid) {
+                Some(parent) if self.groups.contains_key(&(parent.clone(), pool)) => {
+                    cgroup.attach(&parent.join(pool.dir_name()), tid)
+                }
+                _ => Ok(()), // slices alone (pools.cpusets = false)
             };
             if let Err(e) = attached {
                 self.count(if e.raw_os_error() == Some(libc::ESRCH) {
@@ -837,6 +1000,22 @@ impl HostAgent {
         Ok(changed)
     }
 
+    /// Warns (and counts `narrowed`) when v2 gave the group `dir` other CPUs than it was given.
+    fn check_effective(&mut self, dir: &Path) {
+        let read =
+            |f: &str| std::fs::read_to_string(dir.join(f)).map(|t| t.trim().parse::<CpuSet>());
+        if let (Ok(Ok(asked)), Ok(Ok(got))) = (read("cpuset.cpus"), read("cpuset.cpus.effective")) {
+            if asked != got {
+                tracing::warn!(
+                    "{}: CPUs {asked} asked, the kernel gives {got} (those of its parent: the \
+                     VM's own cgroup does not have them)",
+                    dir.display()
+                );
+                self.count("narrowed");
+            }
+        }
+    }
+
     /// Puts back everything recorded and removes the groups and the state file.
     pub fn release(&mut self) -> Result<Restored> {
         let r = self.state.restore(&self.cfg.proc_root);
@@ -849,7 +1028,7 @@ impl HostAgent {
         if let Some(ia) = &mut self.ia {
             ia.prev = None;
         }
-        self.state = HostState::new(&self.cfg.cpuset_root);
+        self.state = HostState::new(self.state.cgroup, &self.state.cpuset_root.clone());
         match std::fs::remove_file(&self.cfg.state_file) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(Error::state(&self.cfg.state_file, e))
@@ -877,8 +1056,12 @@ impl HostAgent {
 
 /// `restore`'s one line.
 pub fn summary(r: &Restored) -> String {
+    let cpuset = match r.cpuset_disabled {
+        0 => String::new(),
+        n => format!(", cpuset taken out of {n} cgroup.subtree_control(s)"),
+    };
     format!(
-        "put back {} thread(s), {} gone, {} pool(s) removed, {} error(s)",
+        "put back {} thread(s), {} gone, {} pool(s) removed{cpuset}, {} error(s)",
         r.threads,
         r.gone,
         r.pools_removed,
@@ -1103,6 +1286,140 @@ mod tests {
         assert!(
             hi - lo <= 25.0 + 1e-9,
             "scaled work per VM {scaled:?}: at most one turn apart"
+        );
+    }
+
+    #[test]
+    fn v2_pools_are_threaded_children_of_each_threads_own_cgroup_recorded_first() {
+        // A fake cgroup2 tree (plain files; the kernel's own rules are checked in the NUMA guest):
+        // VM a's threads are in /vms/a (a systemd-style scope), VM b's in the root. ia-rotate
+        // pins each vCPU to one CPU's group: under v2 that group is made beside the thread, in
+        // its own cgroup, and cpuset is enabled from the root down where it was missing; all of
+        // it is in the state file, and the QEMU main threads are not touched.
+        let h = FakeHost::new(&[(100, "a"), (200, "b")]);
+        let root = h.dir.path().join("cg");
+        for (d, sc) in [("", "memory"), ("vms", ""), ("vms/a", "")] {
+            fs::create_dir_all(root.join(d)).unwrap();
+            fs::write(root.join(d).join("cgroup.subtree_control"), sc).unwrap();
+        }
+        fs::write(root.join("cgroup.controllers"), "cpuset cpu memory\n").unwrap();
+        for (pid, group) in [(100, "/vms/a"), (200, "/")] {
+            for tid in [pid, pid + 1] {
+                let f = h.proc().join(format!("{pid}/task/{tid}/cgroup"));
+                fs::write(f, format!("0::{group}\n")).unwrap();
+            }
+        }
+        let mut c = h.config(&["a", "b"]);
+        (c.dry_run, c.cgroup, c.cgroup2_root) = (false, Some(Cgroup::V2), root.clone());
+        c.state_file = h.dir.path().join("state.json");
+        c.scheduler = Scheduler::IaRotate;
+        c.classes = Some(colosched_host::real::classes::ClassMap {
+            fast: vec![0],
+            slow: vec![1],
+            sf_fast: 1.5,
+        });
+        c.nsvm_slice_ms = 0.0;
+        c.nnvm_slice_ms = 0.0;
+        let mut a = HostAgent::new(c).unwrap();
+        assert!(
+            a.pools_text().starts_with("cgroup v2"),
+            "{}",
+            a.pools_text()
+        );
+        let w = window(&mut a, |_| {});
+        assert_eq!(w.json["cgroup"], "v2");
+        assert_eq!(w.changes, 2, "{}", w.json);
+        let mut made = Vec::new();
+        for (pid, parent) in [(100, root.join("vms/a")), (200, root.clone())] {
+            let cpu = w.json["vms"][(pid / 100 - 1) as usize]["cpus_next"][0]
+                .as_u64()
+                .unwrap();
+            let dir = parent.join(format!("{CPU_POOL}{cpu}"));
+            let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
+            assert_eq!(read("cgroup.type"), "threaded");
+            assert_eq!(read("cpuset.cpus"), cpu.to_string());
+            assert_eq!(
+                read("cgroup.threads"),
+                (pid + 1).to_string(),
+                "the vCPU thread"
+            );
+            assert!(
+                !parent.join("cgroup.threads").exists(),
+                "the main thread stays"
+            );
+            made.push(dir);
+        }
+        let sc = |d: &str| fs::read_to_string(root.join(d).join("cgroup.subtree_control")).unwrap();
+        assert_eq!([sc(""), sc("vms"), sc("vms/a")], ["+cpuset"; 3]);
+        let state = HostState::load(&h.dir.path().join("state.json")).unwrap();
+        assert_eq!(state.cgroup, Cgroup::V2);
+        assert_eq!(
+            state.subtree_control,
+            [root.clone(), root.join("vms"), root.join("vms/a")]
+        );
+        made.sort();
+        let mut pools = state.pools.clone();
+        pools.sort();
+        assert_eq!(pools, made);
+        assert_eq!(state.threads[&101].group.as_deref(), Some("/vms/a"));
+        assert_eq!(state.threads[&201].group.as_deref(), Some("/"));
+        assert!(!state.threads.contains_key(&100) && !state.threads.contains_key(&200));
+
+        // VM b exits: its group goes at once (the kernel's empty group is an empty directory
+        // here), VM a's stays.
+        for f in ["cgroup.type", "cpuset.cpus", "cgroup.threads"] {
+            fs::remove_file(made[0].join(f)).unwrap();
+        }
+        fs::remove_dir_all(h.proc().join("200")).unwrap();
+        let w = window(&mut a, |_| {});
+        assert_eq!(w.json["vms"].as_array().unwrap().len(), 1);
+        assert!(!made[0].exists(), "{:?} left", made[0]);
+        assert!(made[1].exists());
+        assert_eq!(a.errors.get("restore"), None);
+
+        // A group the kernel gave its parent's CPUs (the VM's cgroup pinned elsewhere) is told.
+        fs::write(made[1].join("cpuset.cpus.effective"), "2-3\n").unwrap();
+        a.check_effective(&made[1]);
+        assert_eq!(a.errors.get("narrowed"), Some(&1));
+        fs::write(made[1].join("cpuset.cpus.effective"), read_cpus(&made[1])).unwrap();
+        a.check_effective(&made[1]);
+        assert_eq!(
+            a.errors.get("narrowed"),
+            Some(&1),
+            "the CPUs asked: nothing to tell"
+        );
+    }
+
+    fn read_cpus(dir: &Path) -> String {
+        fs::read_to_string(dir.join("cpuset.cpus")).unwrap()
+    }
+
+    #[test]
+    fn pools_cgroup_v2_without_cpuset_on_cgroup2_names_the_key() {
+        let h = FakeHost::new(&[(100, "a")]);
+        let root = h.dir.path().join("cg");
+        fs::create_dir_all(&root).unwrap();
+        fs::write(root.join("cgroup.controllers"), "cpu io memory pids\n").unwrap();
+        let mut c = h.config(&["a"]);
+        (c.cgroup, c.cgroup2_root) = (Some(Cgroup::V2), root.clone());
+        let e = HostAgent::new(c.clone()).err().unwrap();
+        assert!(e.is_usage());
+        assert!(
+            e.to_string()
+                .starts_with("pools.cgroup: \"v2\" needs the cpuset"),
+            "{e}"
+        );
+        c.cgroup2_root = h.dir.path().join("nope");
+        let e = HostAgent::new(c.clone()).err().unwrap();
+        assert!(e.to_string().starts_with("paths.cgroup2_root: "), "{e}");
+        // Auto on a host with neither is an error only when pools are to be made.
+        (c.cgroup, c.cpuset_root) = (None, h.dir.path().join("nope"));
+        assert!(HostAgent::new(c.clone()).unwrap().hierarchy.is_none());
+        c.dry_run = false;
+        let e = HostAgent::new(c).err().unwrap();
+        assert!(
+            e.to_string().starts_with("pools.cgroup: \"auto\" found no"),
+            "{e}"
         );
     }
 

@@ -1,7 +1,7 @@
 //! CPU pools as cgroup v1 `cpuset` groups: the real form of spec 002's NSVM and NNVM pools.
 //! v1 lets each thread of a process sit in its own group (`tasks`), so the vCPU threads of one
 //! QEMU can be split between pools while its I/O threads stay where they were. (cgroup v2 needs
-//! threaded subtrees for that; not done yet.)
+//! threaded subtrees for that: `act::cgroup2`.)
 //!
 //! What the kernel does that restore relies on (checked by the tests on this 6.18 kernel): a
 //! thread moved into a cpuset runs on the cpuset's CPUs, and moved back it runs where its own

@@ -1,9 +1,74 @@
 //! The real host agent's writers: what it changes on a Linux/KVM host, each change put back by
 //! the caller from what it read first.
 
+pub mod cgroup2;
 pub mod cpuset;
 pub mod slice;
 pub mod state;
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+/// Which cgroup hierarchy the pools are made in; what differs between the two is here, the
+/// callers (the daemon, `state`) are the same for both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Cgroup {
+    /// cgroup v1 `cpuset`: pools at the hierarchy's root, a thread moved through `tasks`.
+    #[default]
+    V1,
+    /// cgroup2: a threaded pool under each thread's own cgroup (`cgroup2`).
+    V2,
+}
+
+impl Cgroup {
+    pub fn name(self) -> &'static str {
+        match self {
+            Cgroup::V1 => "v1",
+            Cgroup::V2 => "v2",
+        }
+    }
+
+    /// Makes the pool `parent/name` with CPUs `cpus`; refuses a group that exists.
+    pub fn create(self, parent: &Path, name: &str, cpus: &str) -> io::Result<()> {
+        match self {
+            Cgroup::V1 => cpuset::CpusetPool::create(parent, name, cpus).map(drop),
+            Cgroup::V2 => cgroup2::ThreadedPool::create(parent, name, cpus).map(drop),
+        }
+    }
+
+    /// Moves thread `tid` into the group `dir`.
+    pub fn attach(self, dir: &Path, tid: i32) -> io::Result<()> {
+        match self {
+            Cgroup::V1 => cpuset::attach(dir, tid),
+            Cgroup::V2 => cgroup2::attach(dir, tid),
+        }
+    }
+
+    /// The threads in the group `dir`.
+    pub fn tids(self, dir: &Path) -> io::Result<Vec<i32>> {
+        match self {
+            Cgroup::V1 => cpuset::CpusetPool { dir: dir.into() }.tids(),
+            Cgroup::V2 => cgroup2::tids(dir),
+        }
+    }
+
+    /// The group of thread `tid` of `pid`, relative to the hierarchy's root.
+    pub fn group_of(self, proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
+        match self {
+            Cgroup::V1 => cpuset::group_of(proc, pid, tid),
+            Cgroup::V2 => cgroup2::group_of(proc, pid, tid),
+        }
+    }
+}
+
+/// A group's CPUs (`cpuset.cpus`: the same file in v1 and v2).
+pub fn set_cpus(dir: &Path, cpus: &str) -> io::Result<()> {
+    std::fs::write(dir.join("cpuset.cpus"), cpus)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+}
 
 /// A thread of this process for the writers' real tests: it sleeps until dropped.
 #[cfg(test)]
