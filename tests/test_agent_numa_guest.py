@@ -11,9 +11,7 @@ binary (make agent-static); the kernel is fetched once with `apt-get download` a
 from __future__ import annotations
 
 import json
-import re
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -31,40 +29,6 @@ def cpus(cpulist: str) -> set[int]:
         first, _, last = part.partition("-")
         out.update(range(int(first), int(last or first) + 1))
     return out
-
-
-@dataclass
-class Run:
-    """One guest boot: its console and what the init script reported."""
-
-    boot: guest.Boot
-    lines: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)  # E2E lines: words, key=value
-    blocks: dict[str, str] = field(default_factory=dict)  # E2E-BEGIN/END blocks by name
-
-    @classmethod
-    def parse(cls, boot: guest.Boot, prefix: str) -> Run:
-        run = cls(boot)
-        for line in boot.console.splitlines():
-            if line.startswith(prefix + " "):
-                tokens = line.split()[1:]
-                words = [t for t in tokens if "=" not in t]
-                pairs = dict(t.split("=", 1) for t in tokens if "=" in t)
-                run.lines.append((words, pairs))
-        for m in re.finditer(rf"^{prefix}-BEGIN (\S+)\n(.*?)^{prefix}-END \1$", boot.console, re.M | re.S):
-            run.blocks[m.group(1)] = m.group(2)
-        return run
-
-    def find(self, *words: str) -> list[dict[str, str]]:
-        """The key=value pairs of every line whose words are exactly `words`."""
-        return [pairs for w, pairs in self.lines if w == list(words)]
-
-    def one(self, *words: str) -> dict[str, str]:
-        found = self.find(*words)
-        assert len(found) == 1, self.why(f"expected one '{' '.join(words)}' line, got {len(found)}")
-        return found[0]
-
-    def why(self, message: str) -> str:
-        return self.boot.why(message, tail=80)
 
 
 @pytest.fixture(scope="module")
@@ -95,12 +59,12 @@ def agent_binary() -> Path:
 
 
 @pytest.fixture(scope="module")
-def e2e(kernel_image, agent_binary, tmp_path_factory) -> Run:
+def e2e(kernel_image, agent_binary, tmp_path_factory) -> guest.Console:
     work = tmp_path_factory.mktemp("numa-guest")
     initrd = guest.build_initramfs(work / "initrd.gz", guest.INIT_SCRIPT, agent_binary, guest.AGENT_CONFIG)
     boot = guest.boot(kernel_image, initrd, work / "console.log", BOOT_TIMEOUT_S)
     print(f"agent scenarios: guest ran {boot.seconds:.1f} s, console in {boot.log}")
-    run = Run.parse(boot, "E2E")
+    run = guest.Console.parse(boot, "E2E", tail=80)
     assert boot.returncode is not None, run.why(f"guest killed after the {BOOT_TIMEOUT_S:.0f} s timeout")
     assert run.find("DONE"), run.why("init script did not finish (no 'E2E DONE')")
     return run
@@ -111,7 +75,7 @@ def test_guest_boots_with_four_numa_nodes_and_taskset_pins(kernel_image, tmp_pat
     initrd = guest.build_initramfs(tmp_path / "initrd.gz", guest.SMOKE_INIT_SCRIPT)
     boot = guest.boot(kernel_image, initrd, tmp_path / "console.log", BOOT_TIMEOUT_S)
     print(f"smoke boot: {boot.seconds:.1f} s")
-    run = Run.parse(boot, "SMOKE")
+    run = guest.Console.parse(boot, "SMOKE", tail=80)
     assert run.find("DONE") and boot.returncode == 0, run.why("smoke guest did not finish")
     assert run.one("machine")["nodes"] == str(guest.NODES), run.why("wrong number of NUMA nodes")
     node_cpus = [cpus(p["cpus"]) for p in run.find("node")]
@@ -122,7 +86,7 @@ def test_guest_boots_with_four_numa_nodes_and_taskset_pins(kernel_image, tmp_pat
     assert cpus(taskset["got"]) == cpus(taskset["want"]), run.why("taskset did not pin the hog")
 
 
-def node_map(run: Run) -> dict[int, set[int]]:
+def node_map(run: guest.Console) -> dict[int, set[int]]:
     return {int(p["id"]): cpus(p["cpus"]) for p in run.find("node")}
 
 
@@ -131,7 +95,7 @@ def nodes_of(mask: str, nodes: dict[int, set[int]]) -> set[int]:
     return {n for n, c in nodes.items() if c & cpus(mask)}
 
 
-def decisions(run: Run, policy: str) -> list[dict]:
+def decisions(run: guest.Console, policy: str) -> list[dict]:
     text = run.blocks.get(f"decisions-{policy}", "")
     try:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -166,7 +130,7 @@ def test_check_config_and_plan(e2e):
     assert node2["load"] >= 0.5, e2e.why(f"node 2 not seen as pressured: {node2}")
 
 
-def check_moved_off_node2(e2e: Run, policy: str) -> tuple[dict[str, str], list[dict]]:
+def check_moved_off_node2(e2e: guest.Console, policy: str) -> tuple[dict[str, str], list[dict]]:
     """The checks both policies share: no BE hog may run on node 2 within MAX_INTERVALS, the LC hog
     stays, and the masks are what the decision log says. Returns the BE masks by pid and the log."""
     nodes = node_map(e2e)
@@ -192,7 +156,7 @@ def check_moved_off_node2(e2e: Run, policy: str) -> tuple[dict[str, str], list[d
     return masks, log
 
 
-def check_restored(e2e: Run, policy: str) -> dict[str, str]:
+def check_restored(e2e: guest.Console, policy: str) -> dict[str, str]:
     """The BE masks are the original ones again, and the agent had changed some (else the restore
     proved nothing)."""
     result = e2e.one(policy)

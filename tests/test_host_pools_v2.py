@@ -23,10 +23,8 @@ agent-static): those missing is a failure.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -39,36 +37,8 @@ FAKEQEMU_SOURCE = guest.HERE / "fakeqemu.c"
 UNIFIED = Path("/sys/fs/cgroup/unified")
 
 
-@dataclass
-class Run:
-    """The guest's console: `HP` lines (words and key=value pairs) and `HP-BEGIN/END` blocks."""
-
-    boot: guest.Boot
-    lines: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
-    blocks: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, boot: guest.Boot) -> Run:
-        run = cls(boot)
-        for line in boot.console.splitlines():
-            if line.startswith("HP "):
-                tokens = line.split()[1:]
-                run.lines.append(
-                    ([t for t in tokens if "=" not in t], dict(t.split("=", 1) for t in tokens if "=" in t))
-                )
-        for m in re.finditer(r"^HP-BEGIN (\S+)\n(.*?)^HP-END \1$", boot.console, re.M | re.S):
-            run.blocks[m.group(1)] = m.group(2)
-        return run
-
-    def find(self, *words: str) -> list[dict[str, str]]:
-        return [p for w, p in self.lines if w == list(words)]
-
-    def one(self, *words: str, **match: str) -> dict[str, str]:
-        found = [p for p in self.find(*words) if all(p.get(k) == v for k, v in match.items())]
-        assert len(found) == 1, self.why(
-            f"expected one 'HP {' '.join(words)} {match}' line, got {len(found)}"
-        )
-        return found[0]
+class Run(guest.Console):
+    """The guest's console: `HP` lines and blocks (`guest.Console`)."""
 
     def block(self, name: str) -> str:
         assert name in self.blocks, self.why(f"no block {name}")
@@ -76,9 +46,6 @@ class Run:
 
     def snapshot(self, name: str) -> list[str]:
         return self.block(name).splitlines()
-
-    def why(self, message: str) -> str:
-        return self.boot.why(message, tail=60)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +88,7 @@ def hp(agent_binary, fakeqemu, tmp_path_factory) -> Run:
     )
     boot = guest.boot(kernel_image, initrd, work / "console.log", BOOT_TIMEOUT_S)
     print(f"host pools v2: guest ran {boot.seconds:.1f} s, console in {boot.log}")
-    run = Run.parse(boot)
+    run = Run.parse(boot, "HP")
     assert boot.returncode is not None, run.why(f"guest killed after the {BOOT_TIMEOUT_S:.0f} s timeout")
     assert run.find("DONE"), run.why("init script did not finish (no 'HP DONE')")
     assert not run.find("FATAL"), run.why("cgroup2 could not be mounted")

@@ -15,10 +15,8 @@ test skips, saying so), a C compiler with a static libc (gcc, libc6-dev) and the
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -32,35 +30,8 @@ MEMWATCH_BIN = guest.AGENT_BIN.parent / "memwatch"
 M = 1 << 20
 
 
-@dataclass
-class Run:
-    """The guest's console: `MW` lines (words and key=value pairs) and `MW-BEGIN/END` blocks."""
-
-    boot: guest.Boot
-    lines: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
-    blocks: dict[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def parse(cls, boot: guest.Boot) -> Run:
-        run = cls(boot)
-        for line in boot.console.splitlines():
-            if line.startswith("MW "):
-                tokens = line.split()[1:]
-                run.lines.append(
-                    ([t for t in tokens if "=" not in t], dict(t.split("=", 1) for t in tokens if "=" in t))
-                )
-        for m in re.finditer(r"^MW-BEGIN (\S+)\n(.*?)^MW-END \1$", boot.console, re.M | re.S):
-            run.blocks[m.group(1)] = m.group(2)
-        return run
-
-    def one(self, *words: str, **match: str) -> dict[str, str]:
-        found = [
-            p for w, p in self.lines if w == list(words) and all(p.get(k) == v for k, v in match.items())
-        ]
-        assert len(found) == 1, self.why(
-            f"expected one 'MW {' '.join(words)} {match}' line, got {len(found)}"
-        )
-        return found[0]
+class Run(guest.Console):
+    """The guest's console: `MW` lines and blocks (`guest.Console`)."""
 
     def events(self, name: str) -> list[dict]:
         text = self.blocks.get(f"{name}.out")
@@ -76,9 +47,6 @@ class Run:
         code = self.one("exit", name=name)["code"]
         assert code == "0", self.why(f"{name}: memwatch exited {code}; stderr:\n{err}")
         return self.events(name), err
-
-    def why(self, message: str) -> str:
-        return self.boot.why(message, tail=60)
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +89,7 @@ def mw(static_binaries, memhog, tmp_path_factory) -> Run:
     )
     boot = guest.boot(kernel_image, initrd, work / "console.log", BOOT_TIMEOUT_S)
     print(f"memwatch guest: ran {boot.seconds:.1f} s, console in {boot.log}")
-    run = Run.parse(boot)
+    run = Run.parse(boot, "MW")
     assert boot.returncode is not None, run.why(f"guest killed after the {BOOT_TIMEOUT_S:.0f} s timeout")
     assert not any(w == ["FATAL"] or w[:1] == ["FATAL"] for w, _ in run.lines), run.why("init script failed")
     assert [w for w, _ in run.lines if w == ["DONE"]], run.why("init script did not finish (no 'MW DONE')")

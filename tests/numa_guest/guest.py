@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -320,6 +320,45 @@ class Boot:
             f"{message}\nqemu exit {self.returncode} after {self.seconds:.1f} s; "
             f"serial console kept in {self.log}; its last {len(lines)} lines:\n" + "\n".join(lines)
         )
+
+
+@dataclass
+class Console:
+    """What an init script reported on the guest's console: `PREFIX` lines (words and key=value
+    pairs) and `PREFIX-BEGIN name` ... `PREFIX-END name` blocks."""
+
+    boot: Boot
+    prefix: str
+    lines: list[tuple[list[str], dict[str, str]]] = field(default_factory=list)
+    blocks: dict[str, str] = field(default_factory=dict)
+    tail: int = 60  # console lines shown with a failure
+
+    @classmethod
+    def parse(cls, boot: Boot, prefix: str, tail: int = 60):
+        run = cls(boot, prefix, tail=tail)
+        for line in boot.console.splitlines():
+            if line.startswith(prefix + " "):
+                tokens = line.split()[1:]
+                words = [t for t in tokens if "=" not in t]
+                run.lines.append((words, dict(t.split("=", 1) for t in tokens if "=" in t)))
+        for m in re.finditer(rf"^{prefix}-BEGIN (\S+)\n(.*?)^{prefix}-END \1$", boot.console, re.M | re.S):
+            run.blocks[m.group(1)] = m.group(2)
+        return run
+
+    def find(self, *words: str, **match: str) -> list[dict[str, str]]:
+        """The key=value pairs of every line whose words are exactly `words` and whose pairs
+        include `match`."""
+        return [p for w, p in self.lines if w == list(words) and all(p.get(k) == v for k, v in match.items())]
+
+    def one(self, *words: str, **match: str) -> dict[str, str]:
+        found = self.find(*words, **match)
+        assert len(found) == 1, self.why(
+            f"expected one '{self.prefix} {' '.join(words)} {match}' line, got {len(found)}"
+        )
+        return found[0]
+
+    def why(self, message: str) -> str:
+        return self.boot.why(message, tail=self.tail)
 
 
 def need(what):

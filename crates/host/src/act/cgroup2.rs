@@ -22,7 +22,7 @@
 //!
 //! A pool is only ever a group this agent created: `create` refuses a directory that exists.
 
-use std::fs;
+use super::{make_group, read, remove_group, set_cpus, write};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -32,37 +32,20 @@ pub struct ThreadedPool {
     pub dir: PathBuf,
 }
 
-fn write(path: &Path, text: &str) -> io::Result<()> {
-    fs::write(path, text).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-}
-
-fn read(path: &Path) -> io::Result<String> {
-    fs::read_to_string(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-}
-
 impl ThreadedPool {
     /// Makes `parent/name`, threaded, with CPUs `cpus` (a kernel CPU list). `parent` must have
     /// `cpuset` in its `cgroup.subtree_control` already (`enable_cpuset`). Fails if the group
     /// exists (it is not ours) or the kernel refuses; a group half made is removed again.
     pub fn create(parent: &Path, name: &str, cpus: &str) -> io::Result<ThreadedPool> {
-        let dir = parent.join(name);
-        fs::create_dir(&dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-        let pool = ThreadedPool { dir };
-        let made =
-            write(&pool.dir.join("cgroup.type"), "threaded").and_then(|()| pool.set_cpus(cpus));
-        match made {
-            Ok(()) => Ok(pool),
-            Err(e) => {
-                let _ = fs::remove_dir(&pool.dir);
-                Err(e)
-            }
-        }
+        let dir = make_group(parent, name, |dir| {
+            write(&dir.join("cgroup.type"), "threaded")?;
+            set_cpus(dir, cpus)
+        })?;
+        Ok(ThreadedPool { dir })
     }
 
     pub fn set_cpus(&self, cpus: &str) -> io::Result<()> {
-        write(&self.dir.join("cpuset.cpus"), cpus)
+        set_cpus(&self.dir, cpus)
     }
 
     /// The CPUs its threads may run on: `cpus`, or the parent's when those are not in it.
@@ -83,8 +66,7 @@ impl ThreadedPool {
 
     /// Removes the pool (EBUSY while a thread is in it).
     pub fn remove(self) -> io::Result<()> {
-        fs::remove_dir(&self.dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dir.display())))
+        remove_group(&self.dir)
     }
 }
 
@@ -151,6 +133,7 @@ pub fn disable_cpuset(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn group_of_reads_the_v2_line() {

@@ -10,7 +10,7 @@
 //!
 //! A pool is only ever a group this agent created: `create` refuses a directory that exists.
 
-use std::fs;
+use super::{make_group, read, remove_group, set_cpus, write};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -20,38 +20,21 @@ pub struct CpusetPool {
     pub dir: PathBuf,
 }
 
-fn write(path: &Path, text: &str) -> io::Result<()> {
-    fs::write(path, text).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-}
-
-fn read(path: &Path) -> io::Result<String> {
-    fs::read_to_string(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))
-}
-
 impl CpusetPool {
     /// Makes `parent/name` with CPUs `cpus` (a kernel CPU list, e.g. `0-1,4`) and the parent's
     /// memory nodes. Fails if the group exists (it is not ours) or the kernel refuses the CPUs;
     /// a group half made is removed again.
     pub fn create(parent: &Path, name: &str, cpus: &str) -> io::Result<CpusetPool> {
-        let dir = parent.join(name);
-        fs::create_dir(&dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
-        let pool = CpusetPool { dir };
-        let made = read(&parent.join("cpuset.mems"))
-            .and_then(|mems| write(&pool.dir.join("cpuset.mems"), mems.trim()))
-            .and_then(|()| pool.set_cpus(cpus));
-        match made {
-            Ok(()) => Ok(pool),
-            Err(e) => {
-                let _ = fs::remove_dir(&pool.dir);
-                Err(e)
-            }
-        }
+        let dir = make_group(parent, name, |dir| {
+            let mems = read(&parent.join("cpuset.mems"))?;
+            write(&dir.join("cpuset.mems"), mems.trim())?;
+            set_cpus(dir, cpus)
+        })?;
+        Ok(CpusetPool { dir })
     }
 
     pub fn set_cpus(&self, cpus: &str) -> io::Result<()> {
-        write(&self.dir.join("cpuset.cpus"), cpus)
+        set_cpus(&self.dir, cpus)
     }
 
     /// Moves thread `tid` (of any process) into the pool.
@@ -68,8 +51,7 @@ impl CpusetPool {
     /// Removes the pool. The kernel refuses while a thread is in it (EBUSY): the caller first
     /// moves each one back where it was.
     pub fn remove(self) -> io::Result<()> {
-        fs::remove_dir(&self.dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dir.display())))
+        remove_group(&self.dir)
     }
 }
 
@@ -107,6 +89,7 @@ pub fn group_of(proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
 mod tests {
     use super::*;
     use crate::act::Parked;
+    use std::fs;
 
     const ROOT: &str = "/sys/fs/cgroup/cpuset";
 

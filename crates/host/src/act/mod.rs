@@ -7,7 +7,7 @@ pub mod slice;
 pub mod state;
 
 use std::io;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -66,8 +66,43 @@ impl Cgroup {
 
 /// A group's CPUs (`cpuset.cpus`: the same file in v1 and v2).
 pub fn set_cpus(dir: &Path, cpus: &str) -> io::Result<()> {
-    std::fs::write(dir.join("cpuset.cpus"), cpus)
-        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+    write(&dir.join("cpuset.cpus"), cpus)
+}
+
+/// Errors of the writers name the file.
+fn named(path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{}: {e}", path.display()))
+}
+
+fn write(path: &Path, text: &str) -> io::Result<()> {
+    std::fs::write(path, text).map_err(|e| named(path, e))
+}
+
+fn read(path: &Path) -> io::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| named(path, e))
+}
+
+/// Makes the group `parent/name` and sets it up with `setup`; a group half made is removed
+/// again. Fails if the group exists: a pool is only ever a group this agent created.
+fn make_group(
+    parent: &Path,
+    name: &str,
+    setup: impl FnOnce(&Path) -> io::Result<()>,
+) -> io::Result<PathBuf> {
+    let dir = parent.join(name);
+    std::fs::create_dir(&dir).map_err(|e| named(&dir, e))?;
+    match setup(&dir) {
+        Ok(()) => Ok(dir),
+        Err(e) => {
+            let _ = std::fs::remove_dir(&dir);
+            Err(e)
+        }
+    }
+}
+
+/// Removes a group (EBUSY while a thread is in it).
+fn remove_group(dir: &Path) -> io::Result<()> {
+    std::fs::remove_dir(dir).map_err(|e| named(dir, e))
 }
 
 /// A thread of this process for the writers' real tests: it sleeps until dropped.
