@@ -1,0 +1,1 @@
+//! Spec 003's decisions, as pure functions.

@@ -1,0 +1,1 @@
+//! Readers of SSD-cache statistics on real hypervisors.
