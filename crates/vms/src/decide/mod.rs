@@ -1,1 +1,8 @@
-//! Spec 003's decisions, as pure functions.
+//! Spec 003's decisions, as pure functions: the cluster model and logical distance (`model`),
+//! the planner and the random baseline (`plan`).
+
+pub mod model;
+pub mod plan;
+
+#[cfg(test)]
+mod tests;
