@@ -1,1 +1,3 @@
 //! Readers of SSD-cache statistics on real hypervisors.
+
+pub mod dmcache;
