@@ -430,8 +430,14 @@ impl DmCacheStatus {
                 self.cache_block_sectors
             )));
         }
-        // The kernel's counters are 32-bit and wrap (module doc).
-        let d = |new: u64, old: u64| u64::from((new as u32).wrapping_sub(old as u32));
+        // The kernel's counters are 32-bit and wrap (module doc): a smaller later value has
+        // gone past 2^32 - 1. (Should a kernel ever print wider counters, they do not wrap
+        // here and a drop is counted as nothing rather than as a 2^32 jump.)
+        let d = |new: u64, old: u64| match new.checked_sub(old) {
+            Some(n) => n,
+            None if old <= u64::from(u32::MAX) => (1u64 << 32) - old + new,
+            None => 0,
+        };
         let read_hits = d(self.read_hits, earlier.read_hits);
         let read_misses = d(self.read_misses, earlier.read_misses);
         let write_hits = d(self.write_hits, earlier.write_hits);
