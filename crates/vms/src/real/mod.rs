@@ -1,1 +1,4 @@
 //! Readers of SSD-cache statistics on real hypervisors.
+
+pub mod bcache;
+pub mod dmcache;
