@@ -262,3 +262,30 @@ def test_every_command_answers_help_with_exit_0(tmp_path, args, needle):
     r = colosched(*args, cache=tmp_path / "cache")
     assert r.returncode == 0, r.stderr
     assert needle in r.stdout and not r.stderr
+
+
+EXAMPLE_STATE = Path(__file__).resolve().parent.parent / "examples" / "cluster-state.toml"
+
+
+def test_plan_vms_spreads_zookeeper_and_deals_the_fio_vms(tmp_path):
+    r = colosched("plan", "vms", "--state", str(EXAMPLE_STATE), "--json", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["logical_distance"]["zk"] == [0, 9]
+    fio_on = [plan["target"][f"fio{i}"] for i in range(1, 5)]
+    assert sorted(fio_on) == ["h0", "h0", "h1", "h1"], plan["target"]
+    before, after = plan["ssd_utilisation"]["h0"]
+    assert before > 1.0 > after, plan["ssd_utilisation"]
+    assert plan["violations"] == [] and plan["moves_total"] == sum(map(len, plan["moves"]))
+    assert all(len(w) == 1 for w in plan["moves"]), "one migration per host at a time"
+    r = colosched("plan", "vms", "--state", str(EXAMPLE_STATE), cache=tmp_path)
+    assert r.returncode == 0 and "zk: logical distance 0 -> 9" in r.stdout, r.stdout
+
+
+def test_plan_vms_bad_state_names_the_file_and_field(tmp_path):
+    bad = tmp_path / "state.toml"
+    bad.write_text(EXAMPLE_STATE.read_text().replace('host = "h1"', 'host = "h7"'))
+    r = colosched("plan", "vms", "--state", str(bad), cache=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert f'{bad}: vms[9].host: "h7" is not a host' in r.stderr, r.stderr
+    assert r.stdout == ""

@@ -460,6 +460,29 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return main(argv)
 
 
+def cmd_plan_vms(args: argparse.Namespace) -> int:
+    from colosched import _native
+
+    text = Path(args.state).read_text()
+    plan = json.loads(_native.plan_vms(str(args.state), text, args.per_host, args.per_cluster, args.min_gain))
+    if args.json:
+        print(json.dumps(plan, indent=2))
+        return 0
+    print(
+        f"{plan['moves_total']} move(s) in {len(plan['moves'])} wave(s)"
+        + (f": {plan['reason']}" if plan["reason"] else "")
+    )
+    for i, wave in enumerate(plan["moves"], 1):
+        print(f"  wave {i}: " + ", ".join(f"{m['vm']} {m['from']} -> {m['to']}" for m in wave))
+    for host, (before, after) in plan["ssd_utilisation"].items():
+        print(f"  SSD {host}: {before:.2f} -> {after:.2f}")
+    for app, (before, after) in plan["logical_distance"].items():
+        print(f"  {app}: logical distance {before} -> {after}")
+    for v in plan["violations"]:
+        print(f"  still broken: {v}")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="colosched", description=__doc__.split("\n\n")[0])
     top.add_argument("--version", action="version", version=f"colosched {__version__}")
@@ -490,6 +513,17 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON line per VM and run on stdout")
     p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
     p.set_defaults(func=cmd_sim_host)
+
+    pl = sub.add_parser("plan", help="planners").add_subparsers(dest="what", required=True)
+    p = pl.add_parser("vms", help="SSD-cache-aware VM placement for a cluster state (docs/vm-placement.md)")
+    p.add_argument("--state", type=Path, required=True, help="cluster state, .json or .toml")
+    p.add_argument("--per-host", type=positive_int, default=1, help="migrations at once touching a host (1)")
+    p.add_argument(
+        "--per-cluster", type=positive_int, default=4, help="migrations at once in the cluster (4)"
+    )
+    p.add_argument("--min-gain", type=float, default=0.05, help="SSD utilisation a plan must relieve (0.05)")
+    p.add_argument("--json", action="store_true", help="the whole plan as JSON")
+    p.set_defaults(func=cmd_plan_vms)
 
     sw = sub.add_parser("sweep", help="parameter sweeps").add_subparsers(dest="what", required=True)
     p = sw.add_parser("cluster", help="grid over machines × overcommit ratio (thesis Figs. 5-7, 5-8)")

@@ -488,6 +488,29 @@ fn memwatch_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.detach(|| colosched_memwatch::cli::main(&argv))
 }
 
+/// `colosched plan vms`: a cluster state file's text planned (spec 003); returns the plan as
+/// JSON. A state that does not check raises ValueError naming the file and the field.
+#[pyfunction]
+fn plan_vms(
+    path: &str,
+    text: &str,
+    per_host: usize,
+    per_cluster: usize,
+    min_gain: f64,
+) -> PyResult<String> {
+    use colosched_vms::decide::plan::{plan, PlanParams};
+    let toml = path.ends_with(".toml");
+    let c = colosched_vms::state::parse(text, toml)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{path}: {e}")))?;
+    let params = PlanParams {
+        per_host,
+        per_cluster,
+        min_gain,
+        ..PlanParams::default()
+    };
+    Ok(colosched_vms::state::plan_json(&c, &plan(&c, &params)).to_string())
+}
+
 /// One `MemoryThresholdWatcher`; `wait` blocks with the GIL released, `stop` wakes it from any
 /// thread. The Python layer (`colosched.memwatch`) adds the generator and the callback thread.
 #[pyclass(frozen)]
@@ -745,6 +768,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(agent_main, m)?)?;
     m.add_function(wrap_pyfunction!(memwatch_main, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_vms, m)?)?;
     m.add_function(wrap_pyfunction!(host_schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(host_presets, m)?)?;
     m.add_class::<HostScenario>()?;

@@ -4,9 +4,11 @@
 //!   no clock and no I/O, shared by the simulator and the real executor.
 //! - `real`: readers of what real hosts run (dm-cache / lvmcache and bcache statistics), rooted
 //!   at paths so tests use recorded fixtures.
+//! - `state`: a cluster state file (JSON or TOML) checked and planned, in its own names.
 //!
 //! Only spec 003's evaluation survives; its method is lost. Every choice the spec marks
 //! "(reconstructed)" is a parameter here, and docs/vm-placement.md says which.
 
 pub mod decide;
 pub mod real;
+pub mod state;

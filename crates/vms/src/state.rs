@@ -1,0 +1,284 @@
+//! A cluster state file (JSON or TOML) for `colosched plan vms`: hosts, applications and VMs
+//! named by id, checked before anything is planned. Errors name the file's field
+//! (`vms[3].host: "h9" is not a host`); serde's own errors carry the line and column.
+//!
+//! ```toml
+//! [[hosts]]
+//! id = "h0"
+//! ssd_capacity_mb = 8192
+//! ssd_iops = 40000
+//! ssd_bw_mbps = 500
+//!
+//! [[apps]]
+//! id = "zk"
+//! preference = "spread"      # or "locality", "none"
+//!
+//! [[vms]]
+//! id = "zk1"
+//! host = "h0"
+//! app = "zk"                 # optional
+//! cache_mb = 256             # default 256 (the paper's slice)
+//! mem_mb = 1024              # default 1024
+//! iops = 500                 # this window's SSD demand; default 0
+//! bw_mbps = 15               # default 0
+//! ```
+
+use std::collections::HashMap;
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
+use crate::decide::plan::{Plan, Violation};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateFile {
+    hosts: Vec<Host>,
+    #[serde(default)]
+    apps: Vec<App>,
+    vms: Vec<VmEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VmEntry {
+    id: String,
+    host: String,
+    app: Option<String>,
+    #[serde(default = "slice")]
+    cache_mb: f64,
+    #[serde(default = "mem")]
+    mem_mb: f64,
+    #[serde(default)]
+    iops: f64,
+    #[serde(default)]
+    bw_mbps: f64,
+}
+
+fn slice() -> f64 {
+    256.0
+}
+
+fn mem() -> f64 {
+    1024.0
+}
+
+/// Parses and checks a state; `toml` picks the format. Errors name the field.
+pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
+    let f: StateFile = if toml {
+        toml::from_str(text).map_err(|e| e.to_string())?
+    } else {
+        serde_json::from_str(text).map_err(|e| e.to_string())?
+    };
+    if f.hosts.is_empty() {
+        return Err("hosts: a cluster needs at least one host".into());
+    }
+    let index = |what: &str, ids: Vec<&String>| -> Result<HashMap<String, usize>, String> {
+        let mut m = HashMap::new();
+        for (i, id) in ids.into_iter().enumerate() {
+            if m.insert(id.clone(), i).is_some() {
+                return Err(format!("{what}[{i}].id: {id:?} is listed twice"));
+            }
+        }
+        Ok(m)
+    };
+    let hosts = index("hosts", f.hosts.iter().map(|h| &h.id).collect())?;
+    let apps = index("apps", f.apps.iter().map(|a| &a.id).collect())?;
+    index("vms", f.vms.iter().map(|v| &v.id).collect())?;
+    for (i, h) in f.hosts.iter().enumerate() {
+        for (k, x) in [
+            ("ssd_capacity_mb", h.ssd_capacity_mb),
+            ("ssd_iops", h.ssd_iops),
+            ("ssd_bw_mbps", h.ssd_bw_mbps),
+        ] {
+            if !(x.is_finite() && x > 0.0) {
+                return Err(format!("hosts[{i}].{k}: {x} is not a positive number"));
+            }
+        }
+    }
+    let mut vms = Vec::with_capacity(f.vms.len());
+    for (i, v) in f.vms.into_iter().enumerate() {
+        for (k, x) in [
+            ("cache_mb", v.cache_mb),
+            ("mem_mb", v.mem_mb),
+            ("iops", v.iops),
+            ("bw_mbps", v.bw_mbps),
+        ] {
+            if !(x.is_finite() && x >= 0.0) {
+                return Err(format!("vms[{i}].{k}: {x} is not a number ≥ 0"));
+            }
+        }
+        let host = *hosts
+            .get(&v.host)
+            .ok_or_else(|| format!("vms[{i}].host: {:?} is not a host", v.host))?;
+        let app = match &v.app {
+            None => None,
+            Some(a) => Some(
+                *apps
+                    .get(a)
+                    .ok_or_else(|| format!("vms[{i}].app: {a:?} is not an application"))?,
+            ),
+        };
+        vms.push(Vm {
+            id: v.id,
+            host,
+            app,
+            cache_mb: v.cache_mb,
+            mem_mb: v.mem_mb,
+            iops: v.iops,
+            bw_mbps: v.bw_mbps,
+        });
+    }
+    Ok(Cluster {
+        hosts: f.hosts,
+        vms,
+        apps: f.apps,
+    })
+}
+
+/// A plan in the state file's names: the moves by wave, each VM's host after them, what the
+/// target still breaks (in words), each SSD's utilisation and each `spread` application's
+/// logical distance before and after.
+pub fn plan_json(c: &Cluster, p: &Plan) -> Value {
+    let host = |h: usize| c.hosts[h].id.clone();
+    let before = c.placement();
+    let (ub, ua) = (c.utilisation(&before), c.utilisation(&p.target));
+    let said = |v: &Violation| match v {
+        Violation::Capacity {
+            host: h,
+            mb,
+            capacity,
+        } => format!(
+            "{}: cache slices of {mb:.0} MB on an SSD cache of {capacity:.0} MB",
+            host(*h)
+        ),
+        Violation::Throughput {
+            host: h,
+            utilisation,
+        } => format!(
+            "{}: SSD demand at {:.0} % of its IOPS or bandwidth",
+            host(*h),
+            utilisation * 100.0
+        ),
+        Violation::Spread {
+            app,
+            distance,
+            best,
+        } => format!(
+            "{}: logical distance {distance}, {best} possible",
+            c.apps[*app].id
+        ),
+    };
+    json!({
+        "moves": p.waves.iter().map(|w| w.iter().map(|m| json!({
+            "vm": c.vms[m.vm].id, "from": host(m.from), "to": host(m.to),
+            "mb": c.vms[m.vm].cache_mb + c.vms[m.vm].mem_mb,
+        })).collect::<Vec<_>>()).collect::<Vec<_>>(),
+        "moves_total": p.moves(),
+        "target": c.vms.iter().zip(&p.target).map(|(v, &h)| (v.id.clone(), Value::from(host(h)))).collect::<serde_json::Map<_, _>>(),
+        "violations": p.violations.iter().map(said).collect::<Vec<_>>(),
+        "reason": p.reason,
+        "ssd_utilisation": c.hosts.iter().enumerate().map(|(h, x)| (x.id.clone(), json!([ub[h], ua[h]]))).collect::<serde_json::Map<_, _>>(),
+        "logical_distance": c.apps.iter().enumerate()
+            .filter(|(_, a)| a.preference == Preference::Spread)
+            .map(|(i, a)| (a.id.clone(), json!([logical_distance(c, &before, i), logical_distance(c, &p.target, i)])))
+            .collect::<serde_json::Map<_, _>>(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decide::plan::{plan, PlanParams};
+
+    const ZK: &str = r#"
+        [[hosts]]
+        id = "h0"
+        ssd_capacity_mb = 8192
+        ssd_iops = 40000
+        ssd_bw_mbps = 500
+        [[hosts]]
+        id = "h1"
+        ssd_capacity_mb = 8192
+        ssd_iops = 40000
+        ssd_bw_mbps = 500
+        [[apps]]
+        id = "zk"
+        preference = "spread"
+    "#;
+
+    fn zk(vms: usize) -> String {
+        let mut s = ZK.to_string();
+        for i in 0..vms {
+            s += &format!("[[vms]]\nid = \"zk{i}\"\nhost = \"h0\"\napp = \"zk\"\niops = 500\n");
+        }
+        s
+    }
+
+    #[test]
+    fn a_toml_state_plans_in_its_own_names() {
+        let c = parse(&zk(6), true).unwrap();
+        assert_eq!(
+            (c.hosts.len(), c.vms.len(), c.vms[0].cache_mb),
+            (2, 6, 256.0)
+        );
+        let j = plan_json(&c, &plan(&c, &PlanParams::default()));
+        assert_eq!(j["moves_total"], 3);
+        assert_eq!(j["logical_distance"]["zk"], json!([0, 9]));
+        assert_eq!(j["moves"][0][0]["from"], "h0");
+        assert_eq!(j["violations"], json!([]));
+        let json_text = serde_json::to_string(&serde_json::json!({
+            "hosts": [{"id": "a", "ssd_capacity_mb": 1, "ssd_iops": 1, "ssd_bw_mbps": 1}],
+            "vms": [{"id": "v", "host": "a", "cache_mb": 5}],
+        }))
+        .unwrap();
+        let c = parse(&json_text, false).unwrap();
+        let j = plan_json(&c, &plan(&c, &PlanParams::default()));
+        assert_eq!(
+            j["violations"],
+            json!(["a: cache slices of 5 MB on an SSD cache of 1 MB"]),
+            "a VM larger than every SSD is a plan that says so"
+        );
+    }
+
+    #[test]
+    fn bad_states_name_the_field() {
+        let cases = [
+            (
+                zk(1).replace("host = \"h0\"", "host = \"h9\""),
+                "vms[0].host: \"h9\" is not a host",
+            ),
+            (
+                zk(1).replace("app = \"zk\"", "app = \"kafka\""),
+                "vms[0].app: \"kafka\" is not an application",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = -5"),
+                "vms[0].iops: -5 is not a number ≥ 0",
+            ),
+            (
+                zk(2).replace("zk1", "zk0"),
+                "vms[1].id: \"zk0\" is listed twice",
+            ),
+            (
+                "vms = []\n".to_string() + &ZK.replacen("ssd_iops = 40000", "ssd_iops = 0", 1),
+                "hosts[0].ssd_iops: 0",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = 500\ncolour = 1"),
+                "unknown field `colour`",
+            ),
+            (
+                zk(1).replace("\"spread\"", "\"scatter\""),
+                "unknown variant `scatter`",
+            ),
+        ];
+        for (text, want) in cases {
+            let e = parse(&text, true).unwrap_err();
+            assert!(e.contains(want), "{want} not in {e}");
+        }
+        let e = parse("{\"hosts\": [}", false).unwrap_err();
+        assert!(e.contains("line 1 column"), "{e}");
+    }
+}
