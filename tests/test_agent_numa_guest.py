@@ -11,7 +11,6 @@ binary (make agent-static); the kernel is fetched once with `apt-get download` a
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -42,19 +41,7 @@ def kernel_image() -> Path:
 @pytest.fixture(scope="module")
 def agent_binary() -> Path:
     """The static agent; built with `make agent-static` if missing (in `make test` it exists)."""
-    if not guest.AGENT_BIN.exists():
-        r = subprocess.run(
-            ["make", "agent-static"],
-            cwd=guest.REPO,
-            capture_output=True,
-            text=True,
-            timeout=AGENT_BUILD_TIMEOUT_S,
-        )
-        # A build that fails is a failure of this project, never a reason to skip.
-        assert r.returncode == 0 and guest.AGENT_BIN.exists(), (
-            f"{guest.AGENT_BIN} is missing and `make agent-static` failed: {r.stderr.strip()[-2000:]}"
-        )
-    assert guest.is_static_elf(guest.AGENT_BIN), f"{guest.AGENT_BIN} is not statically linked"
+    guest.static_binaries(guest.AGENT_BIN, timeout=AGENT_BUILD_TIMEOUT_S)
     return guest.AGENT_BIN
 
 

@@ -23,7 +23,6 @@ agent-static): those missing is a failure.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -51,30 +50,14 @@ class Run(guest.Console):
 @pytest.fixture(scope="module")
 def agent_binary() -> Path:
     """The static agent (`make agent-static` builds it if missing; failing to is a failure)."""
-    if not guest.AGENT_BIN.exists():
-        r = subprocess.run(
-            ["make", "agent-static"], cwd=guest.REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
-        assert r.returncode == 0, f"`make agent-static` failed: {r.stderr.strip()[-2000:]}"
-    assert guest.is_static_elf(guest.AGENT_BIN), f"{guest.AGENT_BIN} is not statically linked"
+    guest.static_binaries(guest.AGENT_BIN, timeout=BUILD_TIMEOUT_S)
     return guest.AGENT_BIN
 
 
 @pytest.fixture(scope="module")
 def fakeqemu(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "no C compiler: install gcc and libc6-dev (make sysdeps does)"
     out = tmp_path_factory.mktemp("fakeqemu") / "qemu-system-x86_64"
-    r = subprocess.run(
-        [cc, "-static", "-pthread", "-O2", "-o", str(out), str(FAKEQEMU_SOURCE)],
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, (
-        f"cc -static {FAKEQEMU_SOURCE} failed (libc6-dev has the static libc): {r.stderr}"
-    )
-    assert guest.is_static_elf(out), f"{out} is not static"
-    return out
+    return guest.static_c(FAKEQEMU_SOURCE, out, "-pthread")
 
 
 @pytest.fixture(scope="module")

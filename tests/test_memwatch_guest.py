@@ -15,8 +15,6 @@ test skips, saying so), a C compiler with a static libc (gcc, libc6-dev) and the
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -51,30 +49,14 @@ class Run(guest.Console):
 
 @pytest.fixture(scope="module")
 def static_binaries() -> tuple[Path, Path]:
-    """The static agent and memwatch binaries; `make agent-static` builds both. Failing to build is
-    a failure: the machine has everything it needs for that."""
-    if not (guest.AGENT_BIN.exists() and MEMWATCH_BIN.exists()):
-        r = subprocess.run(
-            ["make", "agent-static"], cwd=guest.REPO, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S
-        )
-        assert r.returncode == 0, f"`make agent-static` failed: {r.stderr.strip()[-2000:]}"
-    for b in (guest.AGENT_BIN, MEMWATCH_BIN):
-        assert b.exists(), f"{b} is missing after `make agent-static`"
-        assert guest.is_static_elf(b), f"{b} is not statically linked"
+    """The static agent and memwatch binaries; `make agent-static` builds both."""
+    guest.static_binaries(guest.AGENT_BIN, MEMWATCH_BIN, timeout=BUILD_TIMEOUT_S)
     return guest.AGENT_BIN, MEMWATCH_BIN
 
 
 @pytest.fixture(scope="module")
 def memhog(tmp_path_factory) -> Path:
-    cc = shutil.which("cc") or shutil.which("gcc")
-    assert cc, "no C compiler: install gcc and libc6-dev (make sysdeps does)"
-    out = tmp_path_factory.mktemp("memhog") / "memhog"
-    r = subprocess.run(
-        [cc, "-static", "-O2", "-o", str(out), str(MEMHOG_SOURCE)], capture_output=True, text=True
-    )
-    assert r.returncode == 0, f"cc -static {MEMHOG_SOURCE} failed (libc6-dev has the static libc): {r.stderr}"
-    assert guest.is_static_elf(out), f"{out} is not static"
-    return out
+    return guest.static_c(MEMHOG_SOURCE, tmp_path_factory.mktemp("memhog") / "memhog")
 
 
 @pytest.fixture(scope="module")

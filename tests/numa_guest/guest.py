@@ -322,6 +322,31 @@ class Boot:
         )
 
 
+def static_binaries(*bins: Path, timeout: float = 3600) -> None:
+    """`make agent-static` when any of `bins` (static binaries it makes) is missing; a build that
+    fails is a failure of this project, never a reason to skip."""
+    if not all(b.exists() for b in bins):
+        r = subprocess.run(
+            ["make", "agent-static"], cwd=REPO, capture_output=True, text=True, timeout=timeout
+        )
+        assert r.returncode == 0, f"`make agent-static` failed: {r.stderr.strip()[-2000:]}"
+    for b in bins:
+        assert b.exists(), f"{b} is missing after `make agent-static`"
+        assert is_static_elf(b), f"{b} is not statically linked"
+
+
+def static_c(source: Path, out: Path, *flags: str) -> Path:
+    """`source` compiled with `cc -static` into `out` (the initramfs has no libc)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    assert cc, "no C compiler: install gcc and libc6-dev (make sysdeps does)"
+    r = subprocess.run(
+        [cc, "-static", *flags, "-O2", "-o", str(out), str(source)], capture_output=True, text=True
+    )
+    assert r.returncode == 0, f"cc -static {source} failed (libc6-dev has the static libc): {r.stderr}"
+    assert is_static_elf(out), f"{out} is not static"
+    return out
+
+
 @dataclass
 class Console:
     """What an init script reported on the guest's console: `PREFIX` lines (words and key=value

@@ -277,37 +277,38 @@ pub fn order_moves(
 pub fn plan(cluster: &Cluster, params: &PlanParams) -> Plan {
     let current = cluster.placement();
     let target = relabel(cluster, &current, &place(cluster, params));
-    let peak = |p: &[usize]| cluster.utilisation(p).into_iter().fold(0.0, f64::max);
-    let spread_gain = (0..cluster.apps.len()).any(|a| {
-        cluster.apps[a].preference == Preference::Spread
-            && logical_distance(cluster, &target, a) > logical_distance(cluster, &current, a)
-    });
-    let relief = peak(&current) - peak(&target);
-    let fixes = violations(cluster, &target).len() < violations(cluster, &current).len();
-    if target == current || !(spread_gain || fixes || relief >= params.min_gain) {
-        let reason = if target == current {
-            "the placement is already the planner's".to_string()
-        } else {
-            format!(
-                "not worth moving: the busiest SSD would go from {:.2} to {:.2} (min_gain {:.2}), \
-                 no spread application gains, no limit is fixed",
-                peak(&current),
-                peak(&target),
-                params.min_gain
-            )
-        };
+    if target == current {
         return Plan {
             violations: violations(cluster, &current),
             target: current,
             waves: Vec::new(),
-            reason: Some(reason),
+            reason: Some("the placement is already the planner's".to_string()),
+        };
+    }
+    let peak = |p: &[usize]| cluster.utilisation(p).into_iter().fold(0.0, f64::max);
+    let (now, then) = (peak(&current), peak(&target));
+    let spread_gain = (0..cluster.apps.len()).any(|a| {
+        cluster.apps[a].preference == Preference::Spread
+            && logical_distance(cluster, &target, a) > logical_distance(cluster, &current, a)
+    });
+    let (broken_now, broken_then) = (violations(cluster, &current), violations(cluster, &target));
+    if spread_gain || broken_then.len() < broken_now.len() || now - then >= params.min_gain {
+        return Plan {
+            violations: broken_then,
+            waves: order_moves(cluster, &current, &target, params),
+            target,
+            reason: None,
         };
     }
     Plan {
-        violations: violations(cluster, &target),
-        waves: order_moves(cluster, &current, &target, params),
-        target,
-        reason: None,
+        violations: broken_now,
+        target: current,
+        waves: Vec::new(),
+        reason: Some(format!(
+            "not worth moving: the busiest SSD would go from {now:.2} to {then:.2} (min_gain \
+             {:.2}), no spread application gains, no limit is fixed",
+            params.min_gain
+        )),
     }
 }
 
