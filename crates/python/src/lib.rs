@@ -511,6 +511,51 @@ fn plan_vms(
     Ok(colosched_vms::state::plan_json(&c, &plan(&c, &params)).to_string())
 }
 
+/// The VM-level simulator's policies and bundled scenarios (spec 003), by name.
+#[pyfunction]
+fn vms_policies() -> Vec<&'static str> {
+    colosched_vms::sim::POLICIES.to_vec()
+}
+
+#[pyfunction]
+fn vms_presets() -> Vec<&'static str> {
+    colosched_vms::sim::PRESETS
+        .iter()
+        .map(|(n, _)| *n)
+        .collect()
+}
+
+/// A VM-level scenario, read and checked once: a bundled preset's name, or a TOML file. Bad
+/// input raises ValueError naming the file and key.
+#[pyclass(frozen)]
+struct VmsScenario {
+    scenario: colosched_vms::sim::Scenario,
+}
+
+#[pymethods]
+impl VmsScenario {
+    #[new]
+    fn new(scenario: &str) -> PyResult<VmsScenario> {
+        Ok(VmsScenario {
+            scenario: colosched_vms::sim::Scenario::load(scenario)
+                .map_err(PyValueError::new_err)?,
+        })
+    }
+
+    #[getter]
+    fn name(&self) -> &str {
+        &self.scenario.name
+    }
+
+    /// One run under `policy`, as JSON (`sim::RunResult`); the GIL is released while it runs.
+    fn run(&self, py: Python<'_>, policy: &str, seed: u64) -> PyResult<String> {
+        let r = py
+            .detach(|| colosched_vms::sim::run(&self.scenario, policy, seed))
+            .map_err(PyValueError::new_err)?;
+        serde_json::to_string(&r).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+    }
+}
+
 /// One `MemoryThresholdWatcher`; `wait` blocks with the GIL released, `stop` wakes it from any
 /// thread. The Python layer (`colosched.memwatch`) adds the generator and the callback thread.
 #[pyclass(frozen)]
@@ -772,6 +817,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(host_schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(host_presets, m)?)?;
     m.add_class::<HostScenario>()?;
+    m.add_function(wrap_pyfunction!(vms_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(vms_presets, m)?)?;
+    m.add_class::<VmsScenario>()?;
     m.add_class::<MemWatch>()?;
     m.add("TraceInputError", m.py().get_type::<TraceInputError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -11,4 +11,5 @@
 
 pub mod decide;
 pub mod real;
+pub mod sim;
 pub mod state;

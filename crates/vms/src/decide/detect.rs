@@ -8,6 +8,8 @@
 //! step does. (A drift of g per window leaves the baseline behind by a factor follow / (1 + g −
 //! (1 − follow)): with `follow` 0.1, 2 % a window stays 20 % behind, 5 % a window crosses `tau`.)
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 
 use super::model::Cluster;
@@ -22,6 +24,8 @@ pub struct DetectParams {
     pub ssd_limit: f64,
     /// Weight of this window in the baseline's exponential mean between changes.
     pub follow: f64,
+    /// Windows over which `PeakDemand` takes each VM's peak (ours).
+    pub history: usize,
 }
 
 impl Default for DetectParams {
@@ -31,6 +35,7 @@ impl Default for DetectParams {
             k: 2,
             ssd_limit: 0.9,
             follow: 0.1,
+            history: 10,
         }
     }
 }
@@ -122,6 +127,45 @@ impl Detector {
     }
 }
 
+/// What the planner plans for: each VM's peak demand over the last `history` windows. A VM
+/// between two phases (a Hadoop job's CPU part between its I/O parts) then does not look idle,
+/// so it is not placed for one phase and moved back for the next. (VMware DRS and Koordinator
+/// likewise plan on a high percentile of recent usage, not on the last sample.)
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PeakDemand {
+    ids: Vec<String>,
+    recent: Vec<VecDeque<(f64, f64)>>,
+}
+
+impl PeakDemand {
+    /// Adds this window's demands of `cluster` and returns it with each VM's IOPS and MB/s
+    /// replaced by its peaks over the kept windows. A VM not seen before starts afresh.
+    pub fn window(&mut self, cluster: &Cluster, history: usize) -> Cluster {
+        let ids: Vec<String> = cluster.vms.iter().map(|v| v.id.clone()).collect();
+        if ids != self.ids {
+            let old: Vec<(String, VecDeque<(f64, f64)>)> =
+                self.ids.drain(..).zip(self.recent.drain(..)).collect();
+            self.recent = (ids.iter())
+                .map(|id| {
+                    (old.iter().find(|(o, _)| o == id))
+                        .map_or_else(VecDeque::new, |(_, r)| r.clone())
+                })
+                .collect();
+            self.ids = ids;
+        }
+        let mut out = cluster.clone();
+        for (v, r) in out.vms.iter_mut().zip(self.recent.iter_mut()) {
+            r.push_back((v.iops, v.bw_mbps));
+            while r.len() > history.max(1) {
+                r.pop_front();
+            }
+            v.iops = r.iter().map(|x| x.0).fold(0.0, f64::max);
+            v.bw_mbps = r.iter().map(|x| x.1).fold(0.0, f64::max);
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,6 +230,25 @@ mod tests {
         // A VM that arrives.
         let more = cluster(&[iops, 6000.0, 10.0]);
         assert_eq!(d.window(&more, &feats(&more), &p), Some(Change::Membership));
+    }
+
+    #[test]
+    fn the_planner_sees_each_vms_peak_of_the_last_windows() {
+        let mut p = PeakDemand::default();
+        let seen = |p: &mut PeakDemand, iops: &[f64]| -> Vec<f64> {
+            p.window(&cluster(iops), 3)
+                .vms
+                .iter()
+                .map(|v| v.iops)
+                .collect()
+        };
+        assert_eq!(seen(&mut p, &[5000.0, 100.0]), [5000.0, 100.0]);
+        // VM 0 between two I/O phases still counts as busy, for 3 windows.
+        assert_eq!(seen(&mut p, &[0.0, 100.0]), [5000.0, 100.0]);
+        assert_eq!(seen(&mut p, &[0.0, 100.0]), [5000.0, 100.0]);
+        assert_eq!(seen(&mut p, &[0.0, 100.0]), [0.0, 100.0]);
+        // A new VM starts afresh; the others keep their history.
+        assert_eq!(seen(&mut p, &[0.0, 50.0, 7.0]), [0.0, 100.0, 7.0]);
     }
 
     #[test]

@@ -1,0 +1,928 @@
+//! The VM-level simulator's loop: one-second steps; every `window_s` the placement policy looks
+//! at the window's measurements (what a real controller would see) and may start migrations.
+//!
+//! Each step: every VM's stream asks for I/O (`io`), the SSDs, links and the backend are shared
+//! (`io::share`), Hadoop tasks and ZooKeeper operations progress, migrations copy memory and
+//! cache. A live migration is pre-copy: memory plus the VM's cache slice (the paper moves the
+//! cache with the VM) at `bw_cap` of the link, memory dirtied meanwhile sent again, and the last
+//! of it sent with the VM paused once it fits in `max_downtime_ms`. While it moves, the VM
+//! loses `cpu_overhead` of its speed (dirty-page tracking), the copy takes the link from the
+//! VM's backend traffic, and reading and writing the cache slice takes both SSDs' bandwidth.
+
+use serde::Serialize;
+
+use super::io::{self, Demand, Limit, Stream};
+use super::scenario::{job_kind, Initial, InitialRule, JobKind, Rw, Scenario, Workload};
+use crate::decide::detect::{Detector, PeakDemand};
+use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
+use crate::decide::plan::{best_distance, plan, random_move, Move};
+use colosched_core::Rng;
+
+/// The placement policies: spec 003's planner and its baselines.
+pub const POLICIES: &[&str] = &["none", "random", "cloudcache", "planner"];
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub scenario: String,
+    pub policy: String,
+    pub seed: u64,
+    pub vms: Vec<VmResult>,
+    pub jobs: Vec<JobResult>,
+    pub apps: Vec<AppResult>,
+    pub migrations: Vec<MigrationResult>,
+    /// Each host's SSD utilisation, mean over each window.
+    pub windows: Vec<WindowResult>,
+}
+
+/// Per VM, over the measured time (after `measure_from_s`).
+#[derive(Clone, Debug, Serialize)]
+pub struct VmResult {
+    pub vm: String,
+    pub app: String,
+    pub kind: String,
+    pub iops: f64,
+    pub mbps: f64,
+    pub hit_ratio: f64,
+    pub migrations: u32,
+    pub host: String,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct JobResult {
+    pub app: String,
+    pub job: String,
+    pub start_s: f64,
+    /// From submission to the last task's end (the set-up overhead included).
+    pub time_s: f64,
+    /// TestDFSIO's: all MB over the sum of the tasks' times (None for CPU jobs).
+    pub throughput_mbps: Option<f64>,
+    /// Began after `measure_from_s`.
+    pub measured: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct AppResult {
+    pub app: String,
+    pub kind: String,
+    pub preference: Preference,
+    pub vms: usize,
+    /// Logical distance, mean over the measured windows' ends, and at the end.
+    pub ld_mean: f64,
+    pub ld_final: usize,
+    pub ld_best: usize,
+    /// ZooKeeper: operations per second of the ensemble, measured time.
+    pub ops_s: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct MigrationResult {
+    pub vm: String,
+    pub from: String,
+    pub to: String,
+    pub start_s: f64,
+    pub time_s: f64,
+    pub mb: f64,
+    pub downtime_ms: f64,
+    /// Its share of the slower of the two links.
+    pub link_share: f64,
+    /// How much slower the moved VM ran while it moved than it would have at the same time
+    /// without the migration (1 − rate with ÷ rate without, mean over its seconds).
+    pub slowdown: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowResult {
+    pub t_s: u32,
+    pub host: String,
+    pub utilisation: f64,
+    /// VMs on it at the window's end.
+    pub vms: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Task {
+    Idle,
+    Cpu {
+        left_s: f64,
+    },
+    Io {
+        left_mb: f64,
+        read: bool,
+        random: bool,
+    },
+}
+
+struct VmState {
+    id: String,
+    app: usize,
+    host: usize,
+    task: Task,
+    /// `other`'s current rate.
+    level: f64,
+    /// This task's active seconds (Hadoop).
+    task_s: f64,
+    /// ZooKeeper: operations per second last step.
+    ops: f64,
+    migrating: bool,
+    migrations: u32,
+    // the window's sums of what it asked (I/Os, reads, MB; SSD operations and MB), whatever
+    // it got: a controller estimates this from the VM's queue depth and the unloaded latency
+    // (Little's law), so a VM on a saturated SSD does not look light
+    w_ios: f64,
+    w_reads: f64,
+    w_ssd_ops: f64,
+    w_ssd_mb: f64,
+    w_mb: f64,
+    // the measured time's sums
+    m_ios: f64,
+    m_mb: f64,
+    m_hits: f64,
+    m_ops: f64,
+}
+
+enum Phase {
+    /// Submitted at `start`; tasks begin at `until`.
+    Setup {
+        start: f64,
+        until: f64,
+    },
+    Running {
+        start: f64,
+    },
+    Gap {
+        until: f64,
+    },
+}
+
+struct HadoopState {
+    app: usize,
+    next_job: usize,
+    phase: Phase,
+    /// The running job's tasks: their summed active seconds, how many ended, the last end.
+    task_sum_s: f64,
+    done: usize,
+    last_end: f64,
+}
+
+struct Migration {
+    vm: usize,
+    from: usize,
+    to: usize,
+    start: f64,
+    left_mb: f64,
+    sent_mb: f64,
+    rate: f64,
+    slow_sum: f64,
+    slow_n: f64,
+}
+
+/// One run of `s` under `policy` with `seed`.
+pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
+    if !POLICIES.contains(&policy) {
+        return Err(format!(
+            "unknown policy {policy:?} (known: {})",
+            POLICIES.join(", ")
+        ));
+    }
+    let mut rng = Rng::new(seed);
+    let hosts = s.host_list();
+    let nh = hosts.len();
+    let host_id = |h: usize| format!("h{h}");
+    // Initial placement.
+    let mut vms: Vec<VmState> = Vec::new();
+    let mut rr = 0;
+    for (a, app) in s.apps.iter().enumerate() {
+        for i in 0..app.vms {
+            let host = match &app.initial {
+                Initial::Hosts(h) => h[i],
+                Initial::Rule(InitialRule::RoundRobin) => {
+                    rr += 1;
+                    (rr - 1) % nh
+                }
+                Initial::Rule(InitialRule::Random) => rng.below(nh),
+            };
+            let level = match app.workload {
+                Workload::Other { iops, .. } => iops,
+                _ => 0.0,
+            };
+            vms.push(VmState {
+                id: format!("{}{i}", app.id),
+                app: a,
+                host,
+                task: Task::Idle,
+                level,
+                task_s: 0.0,
+                ops: 0.0,
+                migrating: false,
+                migrations: 0,
+                w_ios: 0.0,
+                w_reads: 0.0,
+                w_ssd_ops: 0.0,
+                w_ssd_mb: 0.0,
+                w_mb: 0.0,
+                m_ios: 0.0,
+                m_mb: 0.0,
+                m_hits: 0.0,
+                m_ops: 0.0,
+            });
+        }
+    }
+    let mut hadoop: Vec<HadoopState> = (0..s.apps.len())
+        .filter(|&a| matches!(s.apps[a].workload, Workload::Hadoop { .. }))
+        .map(|app| HadoopState {
+            app,
+            next_job: 0,
+            phase: Phase::Gap { until: 0.0 },
+            task_sum_s: 0.0,
+            done: 0,
+            last_end: 0.0,
+        })
+        .collect();
+    let (plan_params, detect_params) = (s.plan_params(), s.detect_params());
+    let mut detector = Detector::default();
+    let mut peaks = PeakDemand::default();
+    let mut queue: Vec<Vec<Move>> = Vec::new();
+    let mut moving: Vec<Migration> = Vec::new();
+    let mut out = RunResult {
+        scenario: s.name.clone(),
+        policy: policy.to_string(),
+        seed,
+        vms: Vec::new(),
+        jobs: Vec::new(),
+        apps: Vec::new(),
+        migrations: Vec::new(),
+        windows: Vec::new(),
+    };
+    let mut util_prev = vec![0.0f64; nh];
+    let mut w_util = vec![0.0f64; nh];
+    let mut ld_sum = vec![0.0f64; s.apps.len()];
+    let mut ld_n = 0.0;
+    let mut measured_s = 0.0;
+    let link_mb = |h: usize| hosts[h].link_gbit * 1000.0 / 8.0;
+
+    for t in 0..s.duration_s {
+        let now = t as f64;
+        let measuring = t >= s.measure_from_s;
+        // `other` takes a new level.
+        for v in vms.iter_mut() {
+            if let Workload::Other {
+                iops,
+                change_every_s,
+                change_cv,
+                ..
+            } = s.apps[v.app].workload
+            {
+                if change_every_s > 0.0 && t > 0 && now % change_every_s == 0.0 {
+                    v.level = iops * lognormal(&mut rng, change_cv);
+                }
+            }
+        }
+        // Hadoop: start jobs and tasks.
+        for hs in hadoop.iter_mut() {
+            hadoop_phase(s, hs, &mut vms, now);
+        }
+        // Start the next wave when the last one is done.
+        if moving.is_empty() && !queue.is_empty() {
+            for m in queue.remove(0) {
+                if vms[m.vm].host == m.from {
+                    moving.push(start_migration(s, &hosts, &mut vms, m, now));
+                }
+            }
+        }
+
+        // I/O this step: with the migrations' costs, and (for the slowdown) without.
+        let streams: Vec<Option<Stream>> = vms.iter().map(|v| stream(s, v)).collect();
+        let with = step_io(s, &hosts, &vms, &streams, &moving, &util_prev, true);
+        let without = if moving.is_empty() {
+            None
+        } else {
+            Some(step_io(
+                s, &hosts, &vms, &streams, &moving, &util_prev, false,
+            ))
+        };
+
+        // Progress: I/O, CPU, ZooKeeper.
+        let mut ssd_ops = vec![0.0; nh];
+        let mut ssd_mb = vec![0.0; nh];
+        for m in &moving {
+            let copy = m.rate * cache_share(s, &vms[m.vm]);
+            ssd_mb[m.from] += copy;
+            ssd_mb[m.to] += copy;
+        }
+        for (i, v) in vms.iter_mut().enumerate() {
+            let app = &s.apps[v.app];
+            let speed = if v.migrating {
+                1.0 - s.migration.cpu_overhead
+            } else {
+                1.0
+            };
+            let (rate, c) = (with.rate[i], with.cost[i]);
+            if let (Some(st), Some(c)) = (streams[i], c) {
+                let mb = rate * st.block_kb / 1024.0;
+                let asked = with.asked[i];
+                v.w_ios += asked;
+                v.w_reads += asked * st.read;
+                v.w_ssd_ops += asked * c.ssd_ops;
+                v.w_ssd_mb += asked * c.ssd_mb;
+                v.w_mb += asked * st.block_kb / 1024.0;
+                ssd_ops[v.host] += rate * c.ssd_ops;
+                ssd_mb[v.host] += rate * c.ssd_mb;
+                if measuring {
+                    v.m_ios += rate;
+                    v.m_mb += mb;
+                    v.m_hits += rate * c.hit;
+                }
+            }
+            // Tasks (Hadoop): fractional ends within the step.
+            match v.task {
+                Task::Cpu { left_s } => {
+                    let used = left_s.min(speed) / speed;
+                    v.task_s += used;
+                    v.task = if left_s <= speed {
+                        Task::Idle
+                    } else {
+                        Task::Cpu {
+                            left_s: left_s - speed,
+                        }
+                    };
+                    if v.task == Task::Idle {
+                        finish_task(s, &mut hadoop, v, now + used, &mut out.jobs);
+                    }
+                }
+                Task::Io {
+                    left_mb,
+                    read,
+                    random,
+                } => {
+                    let mbs = streams[i].map_or(0.0, |st| rate * st.block_kb / 1024.0);
+                    if mbs > 0.0 && left_mb <= mbs {
+                        let used = left_mb / mbs;
+                        v.task_s += used;
+                        v.task = Task::Idle;
+                        finish_task(s, &mut hadoop, v, now + used, &mut out.jobs);
+                    } else {
+                        v.task_s += 1.0;
+                        v.task = Task::Io {
+                            left_mb: left_mb - mbs,
+                            read,
+                            random,
+                        };
+                    }
+                }
+                Task::Idle => {}
+            }
+            if let Workload::Zookeeper { .. } = app.workload {
+                if measuring {
+                    v.m_ops += v.ops;
+                }
+            }
+            // The moved VM's slowdown: its work with the migration over without it.
+            if v.migrating {
+                let mig = moving.iter_mut().find(|m| m.vm == i).expect("migrating");
+                let ratio = match (&without, streams[i]) {
+                    (Some(wo), Some(_)) if wo.rate[i] > 0.0 => rate / wo.rate[i],
+                    _ => speed, // CPU work, or nothing to compare: the tracking's cost
+                };
+                mig.slow_sum += 1.0 - ratio.min(1.0);
+                mig.slow_n += 1.0;
+            }
+        }
+        zookeeper_ops(s, &mut vms, &util_prev);
+        for h in 0..nh {
+            util_prev[h] = (ssd_ops[h] / hosts[h].ssd_iops).max(ssd_mb[h] / hosts[h].ssd_bw_mbps);
+            w_util[h] += util_prev[h];
+        }
+        if measuring {
+            measured_s += 1.0;
+        }
+
+        // Migrations progress.
+        let mut ended = Vec::new();
+        for (k, m) in moving.iter_mut().enumerate() {
+            let v = &vms[m.vm];
+            let dirty = s.apps[v.app].dirty_mbps;
+            let send = m.rate.min(m.left_mb);
+            m.left_mb -= send;
+            m.sent_mb += send;
+            m.left_mb += dirty.min(s.apps[v.app].mem_mb);
+            let elapsed = now + 1.0 - m.start;
+            // Stop-and-copy once the rest fits the downtime, or after 10 minutes (QEMU would
+            // throttle the VM to converge).
+            if m.left_mb <= m.rate * s.migration.max_downtime_ms / 1000.0 || elapsed >= 600.0 {
+                ended.push(k);
+            }
+        }
+        for k in ended.into_iter().rev() {
+            let m = moving.remove(k);
+            let downtime_s = m.left_mb / m.rate;
+            let v = &mut vms[m.vm];
+            v.host = m.to;
+            v.migrating = false;
+            v.migrations += 1;
+            out.migrations.push(MigrationResult {
+                vm: v.id.clone(),
+                from: host_id(m.from),
+                to: host_id(m.to),
+                start_s: m.start,
+                time_s: now + 1.0 - m.start + downtime_s,
+                mb: m.sent_mb + m.left_mb,
+                downtime_ms: downtime_s * 1000.0,
+                link_share: m.rate / link_mb(m.from).min(link_mb(m.to)),
+                slowdown: if m.slow_n > 0.0 {
+                    m.slow_sum / m.slow_n
+                } else {
+                    0.0
+                },
+            });
+        }
+
+        // The window's end: measurements, then the policy.
+        let end = t + 1;
+        if end % s.window_s == 0 {
+            let w = s.window_s as f64;
+            for (h, u) in w_util.iter_mut().enumerate() {
+                out.windows.push(WindowResult {
+                    t_s: end,
+                    host: host_id(h),
+                    utilisation: *u / w,
+                    vms: vms.iter().filter(|v| v.host == h).count(),
+                });
+                *u = 0.0;
+            }
+            let cluster = observed(s, &hosts, &vms, w);
+            if end > s.measure_from_s {
+                for (a, sum) in ld_sum.iter_mut().enumerate() {
+                    *sum += logical_distance(&cluster, &cluster.placement(), a) as f64;
+                }
+                ld_n += 1.0;
+            }
+            let idle = moving.is_empty() && queue.is_empty();
+            match policy {
+                "random" if idle => {
+                    if let Some(m) = random_move(&cluster, &mut rng) {
+                        queue.push(vec![m]);
+                    }
+                }
+                "cloudcache" if idle => {
+                    if let Some(m) = cloudcache_move(s, &cluster, &vms) {
+                        queue.push(vec![m]);
+                    }
+                }
+                "planner" => {
+                    let features: Vec<[f64; 3]> = vms
+                        .iter()
+                        .map(|v| {
+                            let read = if v.w_ios > 0.0 {
+                                v.w_reads / v.w_ios
+                            } else {
+                                0.0
+                            };
+                            [v.w_ios / w, v.w_mb / w, read]
+                        })
+                        .collect();
+                    let peak = peaks.window(&cluster, detect_params.history);
+                    // Busy with a plan: the detector waits, so a change is seen after it.
+                    if idle
+                        && detector
+                            .window(&cluster, &features, &detect_params)
+                            .is_some()
+                    {
+                        queue = plan(&peak, &plan_params).waves;
+                    }
+                }
+                _ => {}
+            }
+            for v in vms.iter_mut() {
+                (v.w_ios, v.w_reads, v.w_ssd_ops, v.w_ssd_mb, v.w_mb) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            }
+        }
+    }
+
+    // Results.
+    let final_cluster = observed(s, &hosts, &vms, 1.0);
+    for v in &vms {
+        out.vms.push(VmResult {
+            vm: v.id.clone(),
+            app: s.apps[v.app].id.clone(),
+            kind: kind(&s.apps[v.app].workload).to_string(),
+            iops: v.m_ios / measured_s,
+            mbps: v.m_mb / measured_s,
+            hit_ratio: if v.m_ios > 0.0 {
+                v.m_hits / v.m_ios
+            } else {
+                0.0
+            },
+            migrations: v.migrations,
+            host: host_id(v.host),
+        });
+    }
+    for (a, app) in s.apps.iter().enumerate() {
+        let members: Vec<&VmState> = vms.iter().filter(|v| v.app == a).collect();
+        out.apps.push(AppResult {
+            app: app.id.clone(),
+            kind: kind(&app.workload).to_string(),
+            preference: app.preference(),
+            vms: app.vms,
+            ld_mean: if ld_n > 0.0 {
+                ld_sum[a] / ld_n
+            } else {
+                f64::NAN
+            },
+            ld_final: logical_distance(&final_cluster, &final_cluster.placement(), a),
+            ld_best: best_distance(app.vms, nh),
+            ops_s: matches!(app.workload, Workload::Zookeeper { .. })
+                .then(|| members.iter().map(|v| v.m_ops).sum::<f64>() / measured_s),
+        });
+    }
+    Ok(out)
+}
+
+fn kind(w: &Workload) -> &'static str {
+    match w {
+        Workload::IoBenchmark { .. } => "io_benchmark",
+        Workload::Hadoop { .. } => "hadoop",
+        Workload::Zookeeper { .. } => "zookeeper",
+        Workload::Other { .. } => "other",
+    }
+}
+
+/// Lognormal with mean 1 and coefficient of variation `cv`.
+fn lognormal(rng: &mut Rng, cv: f64) -> f64 {
+    if cv <= 0.0 {
+        return 1.0;
+    }
+    let sigma2 = (1.0 + cv * cv).ln();
+    // Box–Muller.
+    let (u1, u2) = (rng.next_f64().max(1e-300), rng.next_f64());
+    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+    (z * sigma2.sqrt() - sigma2 / 2.0).exp()
+}
+
+fn cache_share(s: &Scenario, v: &VmState) -> f64 {
+    let a = &s.apps[v.app];
+    a.cache_mb / (a.cache_mb + a.mem_mb)
+}
+
+/// What a VM's I/O does now, if anything.
+fn stream(s: &Scenario, v: &VmState) -> Option<Stream> {
+    let a = &s.apps[v.app];
+    match &a.workload {
+        Workload::IoBenchmark {
+            rw,
+            block_kb,
+            file_mb,
+            iodepth,
+        } => Some(Stream {
+            read: if *rw == Rw::Randread { 1.0 } else { 0.0 },
+            random: true,
+            block_kb: *block_kb,
+            ws_mb: *file_mb,
+            demand: Demand::Depth(*iodepth),
+        }),
+        Workload::Hadoop {
+            data_mb,
+            iodepth,
+            block_kb,
+            ..
+        } => match v.task {
+            Task::Io { read, random, .. } => Some(Stream {
+                read: if read { 1.0 } else { 0.0 },
+                random,
+                block_kb: *block_kb,
+                ws_mb: *data_mb,
+                demand: Demand::Depth(*iodepth),
+            }),
+            _ => None,
+        },
+        // ZooKeeper's log appends are small and group-committed: not the cache's load.
+        Workload::Zookeeper { .. } => None,
+        Workload::Other {
+            read,
+            block_kb,
+            ws_mb,
+            ..
+        } => Some(Stream {
+            read: *read,
+            random: true,
+            block_kb: *block_kb,
+            ws_mb: *ws_mb,
+            demand: Demand::Rate(v.level),
+        }),
+    }
+}
+
+struct StepIo {
+    asked: Vec<f64>,
+    rate: Vec<f64>,
+    cost: Vec<Option<io::Cost>>,
+}
+
+/// Every VM's I/O rate this step; `migrations` false leaves their costs out (the slowdown's
+/// reference).
+fn step_io(
+    s: &Scenario,
+    hosts: &[&super::scenario::HostGroup],
+    vms: &[VmState],
+    streams: &[Option<Stream>],
+    moving: &[Migration],
+    _util: &[f64],
+    migrations: bool,
+) -> StepIo {
+    let nh = hosts.len();
+    let (mut asked, mut cost) = (vec![0.0; vms.len()], vec![None; vms.len()]);
+    for (i, v) in vms.iter().enumerate() {
+        if let Some(st) = streams[i] {
+            let h = hosts[v.host];
+            let c = io::cost(
+                &st,
+                s.apps[v.app].cache_mb,
+                h.ssd_latency_ms,
+                s.backend.latency_ms,
+                s.backend.write_cost,
+            );
+            let speed = if migrations && v.migrating {
+                1.0 - s.migration.cpu_overhead
+            } else {
+                1.0
+            };
+            asked[i] = st.asked(c.latency_ms) * speed;
+            cost[i] = Some(c);
+        }
+    }
+    // What the migrations take: link on both ends, SSD bandwidth for the cache slice.
+    let (mut link_taken, mut ssd_taken) = (vec![0.0; nh], vec![0.0; nh]);
+    if migrations {
+        for m in moving {
+            let copy = m.rate * cache_share(s, &vms[m.vm]);
+            link_taken[m.from] += m.rate;
+            link_taken[m.to] += m.rate;
+            ssd_taken[m.from] += copy;
+            ssd_taken[m.to] += copy;
+        }
+    }
+    let mut limits = Vec::new();
+    for (h, g) in hosts.iter().enumerate() {
+        let on: Vec<(usize, io::Cost)> = (0..vms.len())
+            .filter(|&i| vms[i].host == h)
+            .filter_map(|i| cost[i].map(|c| (i, c)))
+            .collect();
+        let link = g.link_gbit * 1000.0 / 8.0;
+        limits.push(Limit {
+            capacity: g.ssd_iops,
+            use_: on.iter().map(|&(i, c)| (i, c.ssd_ops)).collect(),
+        });
+        limits.push(Limit {
+            capacity: (g.ssd_bw_mbps - ssd_taken[h]).max(0.0),
+            use_: on.iter().map(|&(i, c)| (i, c.ssd_mb)).collect(),
+        });
+        limits.push(Limit {
+            capacity: (link - link_taken[h]).max(0.0),
+            use_: on.iter().map(|&(i, c)| (i, c.link_mb)).collect(),
+        });
+    }
+    let all: Vec<(usize, io::Cost)> = (0..vms.len())
+        .filter_map(|i| cost[i].map(|c| (i, c)))
+        .collect();
+    limits.push(Limit {
+        capacity: s.backend.iops,
+        use_: all.iter().map(|&(i, c)| (i, c.be_ops)).collect(),
+    });
+    limits.push(Limit {
+        capacity: s.backend.bw_mbps,
+        use_: all.iter().map(|&(i, c)| (i, c.be_mb)).collect(),
+    });
+    let f = io::share(&asked, &limits);
+    StepIo {
+        rate: asked.iter().zip(&f).map(|(a, f)| a * f).collect(),
+        asked,
+        cost,
+    }
+}
+
+fn start_migration(
+    s: &Scenario,
+    hosts: &[&super::scenario::HostGroup],
+    vms: &mut [VmState],
+    m: Move,
+    now: f64,
+) -> Migration {
+    let link = |h: usize| hosts[h].link_gbit * 1000.0 / 8.0;
+    let a = &s.apps[vms[m.vm].app];
+    vms[m.vm].migrating = true;
+    Migration {
+        vm: m.vm,
+        from: m.from,
+        to: m.to,
+        start: now,
+        left_mb: a.mem_mb + a.cache_mb,
+        sent_mb: 0.0,
+        rate: s.migration.bw_cap * link(m.from).min(link(m.to)),
+        slow_sum: 0.0,
+        slow_n: 0.0,
+    }
+}
+
+/// Hadoop's job cycle: set-up, one task per VM, a gap, the next job.
+fn hadoop_phase(s: &Scenario, hs: &mut HadoopState, vms: &mut [VmState], now: f64) {
+    let Workload::Hadoop {
+        jobs,
+        data_mb,
+        overhead_s,
+        pi_map_s,
+        ..
+    } = &s.apps[hs.app].workload
+    else {
+        return;
+    };
+    match hs.phase {
+        Phase::Gap { until } if now >= until => {
+            hs.phase = Phase::Setup {
+                start: now,
+                until: now + overhead_s,
+            };
+        }
+        Phase::Setup { start, until } if now >= until => {
+            let kind = job_kind(&jobs[hs.next_job % jobs.len()]).expect("checked");
+            let members: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].app == hs.app).collect();
+            let n = members.len();
+            (hs.task_sum_s, hs.done, hs.last_end) = (0.0, 0, now);
+            for (k, &i) in members.iter().enumerate() {
+                vms[i].task_s = 0.0;
+                vms[i].task = match kind {
+                    JobKind::Pi(maps) => {
+                        // Maps dealt over the VMs in turn.
+                        let mine = maps as usize / n + usize::from(k < maps as usize % n);
+                        if mine == 0 {
+                            hs.done += 1;
+                            Task::Idle
+                        } else {
+                            Task::Cpu {
+                                left_s: mine as f64 * pi_map_s,
+                            }
+                        }
+                    }
+                    JobKind::Io { read, random } => Task::Io {
+                        left_mb: *data_mb,
+                        read,
+                        random,
+                    },
+                };
+            }
+            hs.phase = Phase::Running { start };
+        }
+        _ => {}
+    }
+}
+
+/// A Hadoop task ended at `at`: the job ends with its last task.
+fn finish_task(
+    s: &Scenario,
+    hadoop: &mut [HadoopState],
+    v: &VmState,
+    at: f64,
+    jobs_out: &mut Vec<JobResult>,
+) {
+    let Some(hs) = hadoop.iter_mut().find(|h| h.app == v.app) else {
+        return;
+    };
+    let app = &s.apps[v.app];
+    let Workload::Hadoop {
+        jobs,
+        data_mb,
+        gap_s,
+        ..
+    } = &app.workload
+    else {
+        return;
+    };
+    hs.task_sum_s += v.task_s;
+    hs.done += 1;
+    hs.last_end = hs.last_end.max(at);
+    if hs.done < app.vms {
+        return;
+    }
+    let Phase::Running { start } = hs.phase else {
+        return;
+    };
+    let name = &jobs[hs.next_job % jobs.len()];
+    let io = matches!(job_kind(name), Some(JobKind::Io { .. }));
+    jobs_out.push(JobResult {
+        app: app.id.clone(),
+        job: name.clone(),
+        start_s: start,
+        time_s: hs.last_end - start,
+        throughput_mbps: io.then(|| data_mb * app.vms as f64 / hs.task_sum_s),
+        measured: start >= s.measure_from_s as f64,
+    });
+    hs.next_job += 1;
+    hs.phase = Phase::Gap {
+        until: hs.last_end + gap_s,
+    };
+}
+
+/// ZooKeeper: each server's operations per second this step. A read is served where it
+/// arrives; a write goes to the leader (the application's first VM), which waits for a majority's
+/// acknowledgements (the slowest round trip it needs) and its log write (the SSD's latency,
+/// longer when its SSD is busy).
+fn zookeeper_ops(s: &Scenario, vms: &mut [VmState], util: &[f64]) {
+    for (a, app) in s.apps.iter().enumerate() {
+        let Workload::Zookeeper {
+            outstanding,
+            cpu_ms,
+            write_share,
+        } = app.workload
+        else {
+            continue;
+        };
+        let members: Vec<usize> = (0..vms.len()).filter(|&i| vms[i].app == a).collect();
+        let leader = vms[members[0]].host;
+        let rtt = |h: usize| {
+            if h == leader {
+                s.network.rtt_local_ms
+            } else {
+                s.network.rtt_remote_ms
+            }
+        };
+        let mut acks: Vec<f64> = members[1..].iter().map(|&i| rtt(vms[i].host)).collect();
+        acks.sort_by(f64::total_cmp);
+        let need = members.len() / 2; // followers in a majority, with the leader
+        let quorum = if need == 0 { 0.0 } else { acks[need - 1] };
+        let ssd = s.host_list()[leader].ssd_latency_ms;
+        let log = ssd / (1.0 - util[leader].min(0.9));
+        for (k, &i) in members.iter().enumerate() {
+            let to_leader = if k == 0 { 0.0 } else { rtt(vms[i].host) };
+            let latency = cpu_ms + write_share * (to_leader + quorum + log);
+            let speed = if vms[i].migrating {
+                1.0 - s.migration.cpu_overhead
+            } else {
+                1.0
+            };
+            vms[i].ops = outstanding * 1000.0 / latency * speed;
+        }
+    }
+}
+
+/// The cluster as a controller sees it at a window's end: each VM's SSD load is what it asked
+/// of its SSD in the window (operations and MB per second).
+fn observed(
+    s: &Scenario,
+    hosts: &[&super::scenario::HostGroup],
+    vms: &[VmState],
+    window_s: f64,
+) -> Cluster {
+    Cluster {
+        hosts: (hosts.iter().enumerate())
+            .map(|(h, g)| Host {
+                id: format!("h{h}"),
+                ssd_capacity_mb: g.ssd_capacity_mb,
+                ssd_iops: g.ssd_iops,
+                ssd_bw_mbps: g.ssd_bw_mbps,
+            })
+            .collect(),
+        vms: (vms.iter())
+            .map(|v| Vm {
+                id: v.id.clone(),
+                host: v.host,
+                app: Some(v.app),
+                cache_mb: s.apps[v.app].cache_mb,
+                mem_mb: s.apps[v.app].mem_mb,
+                iops: v.w_ssd_ops / window_s,
+                bw_mbps: v.w_ssd_mb / window_s,
+            })
+            .collect(),
+        apps: (s.apps.iter())
+            .map(|a| App {
+                id: a.id.clone(),
+                preference: a.preference(),
+            })
+            .collect(),
+    }
+}
+
+/// CloudCache's trigger (Arteaga et al., FAST '16): a host whose VMs' cache demand — their
+/// reused working sets — exceeds its SSD moves its largest demand to the host with the most
+/// room, if it fits there. IOPS and bandwidth are not looked at.
+fn cloudcache_move(s: &Scenario, cluster: &Cluster, vms: &[VmState]) -> Option<Move> {
+    let demand: Vec<f64> = (vms.iter())
+        .map(|v| match stream(s, v) {
+            Some(st) if st.random => st.ws_mb,
+            _ => 0.0,
+        })
+        .collect();
+    let n = cluster.hosts.len();
+    let mut on = vec![0.0; n];
+    for (v, d) in vms.iter().zip(&demand) {
+        on[v.host] += d;
+    }
+    let room = |h: usize| cluster.hosts[h].ssd_capacity_mb - on[h];
+    let from = (0..n)
+        .filter(|&h| room(h) < 0.0)
+        .min_by(|&a, &b| room(a).total_cmp(&room(b)))?;
+    let vm = (0..vms.len())
+        .filter(|&i| vms[i].host == from)
+        .max_by(|&a, &b| demand[a].total_cmp(&demand[b]))?;
+    let to = (0..n)
+        .filter(|&h| h != from)
+        .max_by(|&a, &b| room(a).total_cmp(&room(b)))?;
+    (room(to) >= demand[vm]).then_some(Move { vm, from, to })
+}
