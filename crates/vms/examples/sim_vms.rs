@@ -1,46 +1,91 @@
 //! `cargo run --release -p colosched-vms --example sim_vms -- SCENARIO [SEEDS]`: every policy
-//! over seeds 1..=SEEDS, the headline figures per run (the full results: `colosched sim vms`).
+//! over seeds 1..=SEEDS; per policy the paper's figures, each the mean over seeds of the ratio
+//! to `random` in the same seed, with the smallest and largest. (`colosched sim vms` writes the
+//! full tables and the report.)
 
-use colosched_vms::sim::{run, Scenario, POLICIES};
+use colosched_vms::sim::{run, RunResult, Scenario, POLICIES};
+
+fn mean(x: &[f64]) -> f64 {
+    if x.is_empty() {
+        return f64::NAN;
+    }
+    x.iter().sum::<f64>() / x.len() as f64
+}
+
+/// The run's figures: IOPS per VM, I/O job time, CPU job time, DFSIO throughput, spread
+/// applications' logical distance, ZooKeeper ops/s, migrations, their time and slowdown.
+fn figures(r: &RunResult) -> [f64; 9] {
+    let jobs = |io: bool, f: &dyn Fn(&colosched_vms::sim::engine::JobResult) -> f64| {
+        let x: Vec<f64> = (r.jobs.iter())
+            .filter(|j| j.measured && j.throughput_mbps.is_some() == io)
+            .map(f)
+            .collect();
+        mean(&x)
+    };
+    let spread: Vec<f64> = (r.apps.iter())
+        .filter(|a| a.kind == "zookeeper")
+        .map(|a| a.ld_mean)
+        .collect();
+    let ops: Vec<f64> = r.apps.iter().filter_map(|a| a.ops_s).collect();
+    let m = &r.migrations;
+    [
+        mean(&r.vms.iter().map(|v| v.iops).collect::<Vec<_>>()),
+        jobs(true, &|j| j.time_s),
+        jobs(false, &|j| j.time_s),
+        jobs(true, &|j| j.throughput_mbps.unwrap_or(f64::NAN)),
+        mean(&spread),
+        mean(&ops),
+        m.len() as f64,
+        mean(&m.iter().map(|m| m.time_s).collect::<Vec<_>>()),
+        mean(&m.iter().map(|m| m.slowdown).collect::<Vec<_>>()),
+    ]
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let s = Scenario::load(args.get(1).map_or("spec003-fio-read", String::as_str))
         .unwrap_or_else(|e| panic!("{e}"));
     let seeds: u64 = args.get(2).map_or(5, |x| x.parse().expect("seeds"));
-    for policy in POLICIES {
-        for seed in 1..=seeds {
-            let r = run(&s, policy, seed).expect("run");
-            let iops: f64 = r.vms.iter().map(|v| v.iops).sum::<f64>() / r.vms.len() as f64;
-            let jobs: Vec<String> = (r.jobs.iter().filter(|j| j.measured))
-                .map(|j| {
-                    format!(
-                        "{}:{:.0}s/{:.0}",
-                        j.job,
-                        j.time_s,
-                        j.throughput_mbps.unwrap_or(0.0)
-                    )
-                })
-                .collect();
-            let apps: Vec<String> = (r.apps.iter())
-                .map(|a| {
-                    format!(
-                        "{} ld {:.1}/{} ops {:.0}",
-                        a.app,
-                        a.ld_mean,
-                        a.ld_final,
-                        a.ops_s.unwrap_or(0.0)
-                    )
-                })
-                .collect();
-            let mig = r.migrations.len();
-            let mt = r.migrations.iter().map(|m| m.time_s).sum::<f64>() / mig.max(1) as f64;
-            let sl = r.migrations.iter().map(|m| m.slowdown).sum::<f64>() / mig.max(1) as f64;
+    let runs: Vec<Vec<[f64; 9]>> = (POLICIES.iter())
+        .map(|p| {
+            (1..=seeds)
+                .map(|seed| figures(&run(&s, p, seed).unwrap()))
+                .collect()
+        })
+        .collect();
+    let random = POLICIES.iter().position(|p| *p == "random").unwrap();
+    let names = [
+        "IOPS/VM",
+        "I/O job s",
+        "CPU job s",
+        "DFSIO MB/s",
+        "LD",
+        "ZK ops/s",
+        "migrations",
+        "migr. s",
+        "slowdown",
+    ];
+    println!(
+        "{} — {seeds} seeds; value mean [min–max]; ×random: per-seed ratio mean [min–max]",
+        s.name
+    );
+    for (k, name) in names.iter().enumerate() {
+        for (p, policy) in POLICIES.iter().enumerate() {
+            let v: Vec<f64> = runs[p].iter().map(|f| f[k]).collect();
+            if v.iter().all(|x| x.is_nan()) {
+                continue;
+            }
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let ratio: Vec<f64> = (0..v.len()).map(|i| v[i] / runs[random][i][k]).collect();
+            let (rlo, rhi) = (
+                ratio.iter().copied().fold(f64::INFINITY, f64::min),
+                ratio.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+            );
             println!(
-                "{policy:10} {seed} iops/vm {iops:7.0} migr {mig:3} {mt:5.1}s slow {:.3} {} | {}",
-                sl,
-                apps.join(" "),
-                jobs.iter().take(8).cloned().collect::<Vec<_>>().join(" ")
+                "{name:11} {policy:10} {:10.3} [{lo:.3}–{hi:.3}]  ×random {:.3} [{rlo:.3}–{rhi:.3}]",
+                mean(&v),
+                mean(&ratio)
             );
         }
     }

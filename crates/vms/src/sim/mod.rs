@@ -9,3 +9,6 @@ pub mod scenario;
 
 pub use engine::{run, RunResult, POLICIES};
 pub use scenario::{Scenario, PRESETS};
+
+#[cfg(test)]
+mod tests;
