@@ -212,8 +212,7 @@ fn vms(a: &VmsArgs) -> i32 {
 
 /// The command line after `colosched migrate` (`vms --plan … --config …`); returns the exit code.
 pub fn main(argv: Vec<String>) -> i32 {
-    let cli = match Cli::try_parse_from(std::iter::once("colosched migrate".into()).chain(argv))
-    {
+    let cli = match Cli::try_parse_from(std::iter::once("colosched migrate".into()).chain(argv)) {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
@@ -253,7 +252,11 @@ mod tests {
              [[host]]\nid = \"h1\"\naddress = \"127.0.0.1\"\n[[vm]]\nid = \"a\"\nhost = \"h0\"\nqmp = \"a.qmp\"\n",
         )
         .unwrap();
-        std::fs::write(&plan, r#"{"moves": [[{"vm": "a", "from": "h0", "to": "h1"}]]}"#).unwrap();
+        std::fs::write(
+            &plan,
+            r#"{"moves": [[{"vm": "a", "from": "h0", "to": "h1"}]]}"#,
+        )
+        .unwrap();
         let args = |x: &[&str]| -> Vec<String> {
             let mut v = vec![
                 "vms".to_string(),
@@ -269,7 +272,11 @@ mod tests {
         assert_eq!(main(args(&[])), 2);
         assert_eq!(main(args(&["--execute"])), 2);
         assert!(!d.path().join("run").exists(), "run_dir not even created");
-        std::fs::write(&plan, r#"{"moves": [[{"vm": "b", "from": "h0", "to": "h1"}]]}"#).unwrap();
+        std::fs::write(
+            &plan,
+            r#"{"moves": [[{"vm": "b", "from": "h0", "to": "h1"}]]}"#,
+        )
+        .unwrap();
         assert_eq!(main(args(&["--execute"])), 2);
         // An empty plan is fine: nothing to do.
         std::fs::write(&plan, r#"{"moves": []}"#).unwrap();

@@ -122,8 +122,12 @@ fn inspect(path: &Path) -> Result<(Qmp, Source), String> {
     }
     let pid = q.peer_pid().map_err(|e| e.to_string())?;
     let proc = PathBuf::from(format!("/proc/{pid}"));
-    let cmdline = std::fs::read(proc.join("cmdline"))
-        .map_err(|e| format!("{}/cmdline (the QEMU on its QMP socket): {e}", proc.display()))?;
+    let cmdline = std::fs::read(proc.join("cmdline")).map_err(|e| {
+        format!(
+            "{}/cmdline (the QEMU on its QMP socket): {e}",
+            proc.display()
+        )
+    })?;
     let argv: Vec<String> = cmdline
         .split(|&b| b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
@@ -281,7 +285,10 @@ impl Dest {
 
     fn exited(&mut self) -> Option<String> {
         match self.child.try_wait() {
-            Ok(Some(st)) => Some(format!("the destination QEMU exited ({st}){}", self.log_tail())),
+            Ok(Some(st)) => Some(format!(
+                "the destination QEMU exited ({st}){}",
+                self.log_tail()
+            )),
             _ => None,
         }
     }
@@ -346,14 +353,7 @@ fn migrate_one(
 ) -> Result<PathBuf, Stop> {
     let host = c.host(&m.to).expect("checked").clone();
     let (mut src, source) = inspect(src_qmp)?;
-    let d = destination(
-        &source.argv,
-        &source.cwd,
-        src_qmp,
-        &c.run_dir,
-        &m.vm,
-        &m.to,
-    )?;
+    let d = destination(&source.argv, &source.cwd, src_qmp, &c.run_dir, &m.vm, &m.to)?;
     std::fs::create_dir_all(&c.run_dir)
         .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
     for p in [&d.qmp, &d.pidfile] {
@@ -453,7 +453,10 @@ fn run(
         match status {
             "completed" => break q,
             "failed" | "cancelled" => {
-                let why = q.get("error-desc").and_then(Value::as_str).unwrap_or(status);
+                let why = q
+                    .get("error-desc")
+                    .and_then(Value::as_str)
+                    .unwrap_or(status);
                 let gone = dest.exited().map(|e| format!("; {e}")).unwrap_or_default();
                 return Err(Stop::Failed(format!("migration {status}: {why}{gone}")));
             }

@@ -114,7 +114,7 @@ fn split_opts(s: &str) -> Vec<String> {
 }
 
 /// The value of `key=` among `parts` (commas unescaped); `Some("on")` for a bare `key`.
-fn opt<'a>(parts: &'a [String], key: &str) -> Option<String> {
+fn opt(parts: &[String], key: &str) -> Option<String> {
     parts.iter().find_map(|p| match p.split_once('=') {
         Some((k, v)) if k == key => Some(v.replace(",,", ",")),
         None if p == key => Some("on".into()),
@@ -335,7 +335,11 @@ pub fn destination(
                 return Err(Rewriter::refuse(tok, arg, "the source listens there"))
             }
             "spice" => {
-                return Err(Rewriter::refuse(tok, arg, "the source listens on that port"))
+                return Err(Rewriter::refuse(
+                    tok,
+                    arg,
+                    "the source listens on that port",
+                ))
             }
             "device" if split_opts(arg)[0].starts_with("vfio") => {
                 return Err(Rewriter::refuse(
@@ -463,7 +467,10 @@ mod tests {
             ("-netdev user,id=u,hostfwd=tcp::2222-:22", "hostfwd="),
             ("-vnc :1", "-vnc :1"),
             ("-s", "gdb"),
-            ("-chardev socket,id=s,host=0.0.0.0,port=4444,server=on", "port"),
+            (
+                "-chardev socket,id=s,host=0.0.0.0,port=4444,server=on",
+                "port",
+            ),
             ("-serial tcp::4555,server=on,wait=off", "-serial"),
             ("-device vfio-pci,host=01:00.0", "vfio-pci"),
             (
@@ -496,7 +503,11 @@ mod tests {
     #[test]
     fn a_flag_does_not_swallow_the_next_option() {
         // -nographic has no argument: the -qmp after it is still seen and rewritten.
-        let d = dest("qemu -nographic -qmp unix:/tmp/t/zk1.qmp,server=on -no-reboot -m 64").unwrap();
-        assert_eq!(d.args[..5], argv("-nographic -qmp unix:/run/cv/zk1.h1.qmp,server=on -no-reboot -m")[..]);
+        let d =
+            dest("qemu -nographic -qmp unix:/tmp/t/zk1.qmp,server=on -no-reboot -m 64").unwrap();
+        assert_eq!(
+            d.args[..5],
+            argv("-nographic -qmp unix:/run/cv/zk1.h1.qmp,server=on -no-reboot -m")[..]
+        );
     }
 }

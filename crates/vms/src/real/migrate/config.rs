@@ -191,7 +191,12 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
         let port_base = match t.get("port_base") {
             None => DEFAULT_PORT_BASE,
             Some(Value::Integer(p)) if (1..=65535).contains(p) => *p as u16,
-            Some(v) => return Err(format!("{at}port_base: expected a port 1-65535, got {}", shown(v))),
+            Some(v) => {
+                return Err(format!(
+                    "{at}port_base: expected a port 1-65535, got {}",
+                    shown(v)
+                ))
+            }
         };
         hosts.push(Host {
             id,
@@ -303,7 +308,11 @@ pub fn check_plan(c: &Config, waves: &[Vec<Move>]) -> Result<(), String> {
                     "{at}.from: {:?}, but {} is on {now:?} (config vm.host{})",
                     m.from,
                     m.vm,
-                    if now == vm.host { "" } else { " and earlier waves" }
+                    if now == vm.host {
+                        ""
+                    } else {
+                        " and earlier waves"
+                    }
                 ));
             }
             at_host.insert(&vm.id, &m.to);
@@ -346,7 +355,11 @@ mod tests {
     fn a_good_config_with_defaults_and_relative_paths() {
         let c = cfg(GOOD).unwrap();
         assert_eq!(c.bw_cap, 0.4);
-        assert_eq!(c.max_bandwidth(), 50_000_000, "0.4 × 1000 Mbit/s in bytes/s");
+        assert_eq!(
+            c.max_bandwidth(),
+            50_000_000,
+            "0.4 × 1000 Mbit/s in bytes/s"
+        );
         assert_eq!(c.timeout, Duration::from_secs(30));
         assert_eq!(c.run_dir, Path::new("/etc/cs/run"));
         assert_eq!(c.hosts[0].port_base, DEFAULT_PORT_BASE);
@@ -358,24 +371,90 @@ mod tests {
     }
 
     #[test]
+    fn the_example_config_checks() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let text = std::fs::read_to_string(root.join("migrate.toml")).unwrap();
+        let c = parse_config(&text, &root).unwrap();
+        assert_eq!((c.hosts.len(), c.vms.len()), (2, 2));
+        assert_eq!(c.max_bandwidth(), 50_000_000);
+        assert_eq!(c.run_dir, Path::new(DEFAULT_RUN_DIR));
+    }
+
+    #[test]
     fn every_bad_config_names_its_key() {
         for (from, to, needle) in [
-            ("timeout_s = 30", "timeout = 30", "migrate.timeout: unknown key"),
+            (
+                "timeout_s = 30",
+                "timeout = 30",
+                "migrate.timeout: unknown key",
+            ),
             ("link_mbps = 1000", "", "migrate.link_mbps: missing"),
-            ("link_mbps = 1000", "link_mbps = \"fast\"", "migrate.link_mbps: expected a number"),
-            ("link_mbps = 1000", "link_mbps = 0", "migrate.link_mbps: must be positive"),
-            ("timeout_s = 30", "bw_cap = 1.5", "migrate.bw_cap: must be in (0, 1]"),
-            ("timeout_s = 30", "timeout_s = -1", "migrate.timeout_s: must be positive"),
-            ("\"run\"", "\"a,b\"", "migrate.run_dir: \"a,b\": must be a path without commas"),
-            ("port_base = 50000", "port_base = 70000", "host[1].port_base: expected a port"),
-            ("port_base = 50000", "port = 50000", "host[1].port: unknown key"),
-            ("address = \"::1\"", "address = \"localhost\"", "host[1].address: \"localhost\" is not an IP"),
-            ("id = \"h1\"", "id = \"h0\"", "host[1].id: \"h0\" is already a host"),
-            ("id = \"h1\"", "id = \"h 1\"", "host[1].id: \"h 1\": use letters"),
-            ("host = \"h1\"", "host = \"h7\"", "vm[1].host: \"h7\" is not a [[host]] id"),
+            (
+                "link_mbps = 1000",
+                "link_mbps = \"fast\"",
+                "migrate.link_mbps: expected a number",
+            ),
+            (
+                "link_mbps = 1000",
+                "link_mbps = 0",
+                "migrate.link_mbps: must be positive",
+            ),
+            (
+                "timeout_s = 30",
+                "bw_cap = 1.5",
+                "migrate.bw_cap: must be in (0, 1]",
+            ),
+            (
+                "timeout_s = 30",
+                "timeout_s = -1",
+                "migrate.timeout_s: must be positive",
+            ),
+            (
+                "\"run\"",
+                "\"a,b\"",
+                "migrate.run_dir: \"a,b\": must be a path without commas",
+            ),
+            (
+                "port_base = 50000",
+                "port_base = 70000",
+                "host[1].port_base: expected a port",
+            ),
+            (
+                "port_base = 50000",
+                "port = 50000",
+                "host[1].port: unknown key",
+            ),
+            (
+                "address = \"::1\"",
+                "address = \"localhost\"",
+                "host[1].address: \"localhost\" is not an IP",
+            ),
+            (
+                "id = \"h1\"",
+                "id = \"h0\"",
+                "host[1].id: \"h0\" is already a host",
+            ),
+            (
+                "id = \"h1\"",
+                "id = \"h 1\"",
+                "host[1].id: \"h 1\": use letters",
+            ),
+            (
+                "host = \"h1\"",
+                "host = \"h7\"",
+                "vm[1].host: \"h7\" is not a [[host]] id",
+            ),
             ("qmp = \"zk2.qmp\"", "", "vm[1].qmp: missing"),
-            ("qmp = \"zk2.qmp\"", "qmp = \"/run/qemu/zk1.qmp\"", "vm[1].qmp: /run/qemu/zk1.qmp is zk1's socket too"),
-            ("id = \"zk2\"", "id = \"zk1\"", "vm[1].id: \"zk1\" is already a VM"),
+            (
+                "qmp = \"zk2.qmp\"",
+                "qmp = \"/run/qemu/zk1.qmp\"",
+                "vm[1].qmp: /run/qemu/zk1.qmp is zk1's socket too",
+            ),
+            (
+                "id = \"zk2\"",
+                "id = \"zk1\"",
+                "vm[1].id: \"zk1\" is already a VM",
+            ),
             ("[migrate]", "[migrat]", "migrat: unknown key"),
         ] {
             assert!(GOOD.contains(from), "{from}");
@@ -405,10 +484,22 @@ mod tests {
             }
         );
         for (from, to, needle) in [
-            ("\"to\": \"h3\"", "\"to\": 3", "moves[1][1].to: expected a name, got 3"),
+            (
+                "\"to\": \"h3\"",
+                "\"to\": 3",
+                "moves[1][1].to: expected a name, got 3",
+            ),
             ("\"vm\": \"zk3\", ", "", "moves[1][1].vm: missing"),
-            ("\"to\": \"h3\"", "\"to\": \"h2\"", "moves[1][1].to: \"h2\" is where it is already"),
-            ("\"to\": \"h3\"", "\"to\": \"h0\"", "moves[1][1]: host \"h0\" is in another migration"),
+            (
+                "\"to\": \"h3\"",
+                "\"to\": \"h2\"",
+                "moves[1][1].to: \"h2\" is where it is already",
+            ),
+            (
+                "\"to\": \"h3\"",
+                "\"to\": \"h0\"",
+                "moves[1][1]: host \"h0\" is in another migration",
+            ),
             ("\"moves\"", "\"waves\"", "moves: missing"),
             ("}]]", "}]", "not JSON"),
         ] {
@@ -417,20 +508,37 @@ mod tests {
         }
         let e = parse_plan(r#"{"moves": [{"vm": "zk1"}]}"#).unwrap_err();
         assert!(e.starts_with("moves[0]: expected a list"), "{e}");
-        assert_eq!(parse_plan(r#"{"moves": []}"#).unwrap(), Vec::<Vec<Move>>::new());
+        assert_eq!(
+            parse_plan(r#"{"moves": []}"#).unwrap(),
+            Vec::<Vec<Move>>::new()
+        );
     }
 
     #[test]
     fn the_plan_must_fit_the_config() {
         let c = cfg(GOOD).unwrap();
         let plan = |t: &str| parse_plan(t).unwrap();
-        let ok = plan(r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#);
+        let ok = plan(
+            r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#,
+        );
         assert_eq!(check_plan(&c, &ok), Ok(()));
         for (text, needle) in [
-            (r#"{"moves": [[{"vm": "zk9", "from": "h0", "to": "h1"}]]}"#, "moves[0][0].vm: \"zk9\" has no [[vm]]"),
-            (r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h5"}]]}"#, "moves[0][0].to: \"h5\" has no [[host]]"),
-            (r#"{"moves": [[{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#, "moves[0][0].from: \"h1\", but zk1 is on \"h0\""),
-            (r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h0", "to": "h1"}]]}"#, "moves[1][0].from: \"h0\", but zk1 is on \"h1\" (config vm.host and earlier waves)"),
+            (
+                r#"{"moves": [[{"vm": "zk9", "from": "h0", "to": "h1"}]]}"#,
+                "moves[0][0].vm: \"zk9\" has no [[vm]]",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h5"}]]}"#,
+                "moves[0][0].to: \"h5\" has no [[host]]",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#,
+                "moves[0][0].from: \"h1\", but zk1 is on \"h0\"",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h0", "to": "h1"}]]}"#,
+                "moves[1][0].from: \"h0\", but zk1 is on \"h1\" (config vm.host and earlier waves)",
+            ),
         ] {
             let e = check_plan(&c, &plan(text)).unwrap_err();
             assert!(e.starts_with(needle), "{e}");
