@@ -295,7 +295,7 @@ def slow_run(cluster, *flags: str) -> tuple[subprocess.Popen, Path]:
 
 def assert_nothing_left(cluster) -> None:
     assert cluster.destinations() == []
-    assert left_in(cluster.run_dir) == []
+    assert not cluster.run_dir.exists(), left_in(cluster.run_dir)  # the executor made it, and removed it
     assert cluster.source.poll() is None
     status = qmp(cluster.qmp, "query-status")
     assert status["status"] == "running", status

@@ -354,6 +354,7 @@ fn migrate_one(
     let host = c.host(&m.to).expect("checked").clone();
     let (mut src, source) = inspect(src_qmp)?;
     let d = destination(&source.argv, &source.cwd, src_qmp, &c.run_dir, &m.vm, &m.to)?;
+    let made_run_dir = !c.run_dir.exists();
     std::fs::create_dir_all(&c.run_dir)
         .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
     for p in [&d.qmp, &d.pidfile] {
@@ -369,9 +370,12 @@ fn migrate_one(
         .map_err(qmp_err)?
         .get("max-bandwidth")
         .and_then(Value::as_u64);
-    let mut dest = Dest::spawn(&source, d)?;
-    let started = run(c, r, &host, &mut src, &source, &mut dest, signals);
-    match started {
+    let mut dest = Dest::spawn(&source, d).inspect_err(|_| {
+        if made_run_dir {
+            let _ = std::fs::remove_dir(&c.run_dir);
+        }
+    })?;
+    match run(c, r, &host, &mut src, &source, &mut dest, signals) {
         Ok(()) => {
             let qmp = dest.d.qmp.clone();
             drop(dest.child); // runs on, detached, after the executor exits
@@ -392,6 +396,9 @@ fn migrate_one(
                 std::thread::sleep(POLL);
             }
             dest.discard();
+            if made_run_dir {
+                let _ = std::fs::remove_dir(&c.run_dir); // only if empty
+            }
             if let Some(bw) = old_bw {
                 let _ = src.execute(
                     "migrate-set-parameters",
