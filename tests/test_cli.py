@@ -256,6 +256,9 @@ def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
         (["agent", "restore", "-h"], "colosched-agent restore"),
         (["memwatch", "--help"], "--cgroup <PATH>"),
         (["agent", "memwatch", "--help"], "--cgroup <PATH>"),
+        (["--help"], "migrate"),
+        (["migrate", "--help"], "colosched migrate vms"),
+        (["migrate", "vms", "--help"], "--execute"),
     ],
 )
 def test_every_command_answers_help_with_exit_0(tmp_path, args, needle):

@@ -560,6 +560,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("agent", help="node agent: move best-effort tasks between NUMA nodes (docs/agent.md)")
     sub.add_parser("host", help="host agent: vCPU pools and slices for QEMU/KVM VMs (docs/host-agent.md)")
     sub.add_parser("memwatch", help="memory-threshold notification for a cgroup (docs/memwatch.md)")
+    sub.add_parser("migrate", help="live-migrate the VMs of a plan with QEMU over QMP (docs/vm-placement.md)")
     p = sub.add_parser("demo", help="all 8 policies on the bundled real sample")
     p.add_argument("--out", type=Path, default=Path("out"))
     p.set_defaults(func=cmd_demo)
@@ -584,6 +585,11 @@ def main(argv: list[str] | None = None) -> int:
 
         # Same command line as `colosched-agent memwatch`; it unregisters on SIGTERM/SIGINT itself.
         return _native.memwatch_main(argv[1:])
+    if argv[:1] == ["migrate"]:
+        from colosched import _native
+
+        # The executor (Rust) parses its own flags and cancels running migrations on SIGTERM/SIGINT.
+        return _native.migrate_main(argv[1:])
     args = parser().parse_args(argv)
     try:
         return args.func(args)

@@ -488,6 +488,12 @@ fn memwatch_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.detach(|| colosched_memwatch::cli::main(&argv))
 }
 
+/// `colosched migrate …`: the live-migration executor's command line, run in this process.
+#[pyfunction]
+fn migrate_main(py: Python<'_>, argv: Vec<String>) -> i32 {
+    py.detach(|| colosched_vms::cli::main(argv))
+}
+
 /// `colosched plan vms`: a cluster state file's text planned (spec 003); returns the plan as
 /// JSON. A state that does not check raises ValueError naming the file and the field.
 #[pyfunction]
@@ -813,6 +819,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(agent_main, m)?)?;
     m.add_function(wrap_pyfunction!(memwatch_main, m)?)?;
+    m.add_function(wrap_pyfunction!(migrate_main, m)?)?;
     m.add_function(wrap_pyfunction!(plan_vms, m)?)?;
     m.add_function(wrap_pyfunction!(host_schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(host_presets, m)?)?;

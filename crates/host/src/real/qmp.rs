@@ -230,6 +230,14 @@ impl Qmp {
         self.version
     }
 
+    /// The pid of the process that listens on the socket (SO_PEERCRED): the QEMU itself, unless
+    /// it created the socket before a `-daemonize` fork (then the parent, already gone).
+    pub fn peer_pid(&self) -> Result<i32> {
+        let cred = rustix::net::sockopt::socket_peercred(&self.stream)
+            .map_err(|e| self.err(QmpErrorKind::Io(e.into())))?;
+        Ok(cred.pid.as_raw_nonzero().get())
+    }
+
     /// Runs `command` and returns its `return` value.
     pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value> {
         self.next_id += 1;
@@ -832,6 +840,7 @@ mod tests {
         assert!(matches!(e.kind, QmpErrorKind::Timeout { .. }), "{e}");
         // Still usable after that.
         assert!(c.query_status().is_ok());
+        assert_eq!(c.peer_pid().unwrap(), q.pid, "SO_PEERCRED names the QEMU");
         // The host agent's RX ring reader: one virtio-net device, no driver yet, so no fill.
         let mut rings = RxRings::new(c).unwrap();
         assert_eq!(rings.paths, std::slice::from_ref(&net.path));

@@ -1,4 +1,5 @@
-//! Readers of SSD-cache statistics on real hypervisors.
+//! Real hypervisors: readers of SSD-cache statistics, and the live-migration executor (`migrate`).
 
 pub mod bcache;
 pub mod dmcache;
+pub mod migrate;

@@ -1,0 +1,580 @@
+//! The live-migration executor (spec 003): carries out a plan's moves with QEMU live migration
+//! over QMP. It decides nothing — the plan comes from `decide` (`colosched plan vms --json`);
+//! it checks the plan against a config and the running VMs, then runs the moves.
+//!
+//! Here both "hypervisors" are this machine: the destination QEMU is started locally with the
+//! source's command line, rewritten by [`argv::destination`] (what it rewrites and what it
+//! refuses is listed there). A real cluster does the same with libvirt (docs/vm-placement.md).
+//!
+//! One migration, in order:
+//! 1. the source's pid from its QMP socket (SO_PEERCRED), its argv from `/proc/PID/cmdline`,
+//!    its working directory and binary from `/proc/PID/{cwd,exe}`;
+//! 2. the destination started detached (`setsid`, stdio to `<run_dir>/<vm>.<host>.log`) with
+//!    `-incoming defer`, then `migrate-incoming tcp:ADDRESS:PORT` on the first port from the
+//!    host's `port_base` that QEMU can listen on;
+//! 3. on the source: `migrate-set-parameters {max-bandwidth: bw_cap × link}`, `migrate`, and
+//!    `query-migrate` every 100 ms until `completed`, `failed`, or the timeout;
+//! 4. the destination's `query-status` must become `running`; then the source gets `quit`.
+//!
+//! On a failure, a timeout or SIGINT/SIGTERM/SIGHUP: `migrate_cancel` on the source, the
+//! destination killed and reaped and its socket, pidfile, log and other files removed, the
+//! source's max-bandwidth put back (and `cont` if it was left paused): the source runs on as
+//! before. The plan stops there; the moves after it are reported as not started.
+//!
+//! Waves run in order and the migrations within a wave one after another (spec 003 §2.4 step 6:
+//! "run one migration at a time"); run at once they would share the link and each would get
+//! less than its cap. No migration capability is set: the executor polls `query-migrate`
+//! rather than waiting for events.
+
+mod argv;
+mod config;
+
+use std::io::IsTerminal;
+use std::net::{IpAddr, SocketAddr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use colosched_host::real::qmp::Qmp;
+use colosched_memwatch::signals::Signals;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+pub use argv::{destination, Destination};
+pub use config::{check_plan, parse_config, parse_plan, Config, Host, Move, Vm};
+
+const QMP_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a destination QEMU may take to open its QMP socket.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the end of a migration (the destination running, the source gone, a cancel) may take.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(100);
+/// Ports tried from a host's `port_base`.
+const PORT_TRIES: u16 = 32;
+
+/// Bad input found before anything started: in the config or in the plan (exit 2).
+#[derive(Debug, PartialEq)]
+pub enum Bad {
+    Config(String),
+    Plan(String),
+}
+
+/// What the executor says of one migration.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// 1 for the plan's first wave.
+    pub wave: usize,
+    pub vm: String,
+    pub from: String,
+    pub to: String,
+    /// `planned` (dry run), `completed`, `failed`, `timed-out`, `interrupted`, `not-started`.
+    pub status: String,
+    pub uri: Option<String>,
+    /// QEMU's max-bandwidth, bytes/s.
+    pub max_bandwidth: u64,
+    pub total_time_ms: Option<u64>,
+    pub downtime_ms: Option<u64>,
+    pub setup_time_ms: Option<u64>,
+    /// `ram.transferred`.
+    pub bytes: Option<u64>,
+    /// bytes × 8 / total time, Mbit/s.
+    pub mbps: Option<f64>,
+    pub error: Option<String>,
+}
+
+impl Report {
+    fn new(wave: usize, m: &Move, c: &Config) -> Report {
+        Report {
+            wave,
+            vm: m.vm.clone(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            status: "not-started".into(),
+            uri: None,
+            max_bandwidth: c.max_bandwidth(),
+            total_time_ms: None,
+            downtime_ms: None,
+            setup_time_ms: None,
+            bytes: None,
+            mbps: None,
+            error: None,
+        }
+    }
+}
+
+/// A running source QEMU, as seen through its QMP socket and /proc.
+struct Source {
+    pid: i32,
+    exe: PathBuf,
+    cwd: PathBuf,
+    argv: Vec<String>,
+}
+
+fn inspect(path: &Path) -> Result<(Qmp, Source), String> {
+    let mut q = Qmp::connect(path, QMP_TIMEOUT).map_err(|e| e.to_string())?;
+    let st = q.query_status().map_err(|e| e.to_string())?;
+    if st.status != "running" {
+        return Err(format!(
+            "the VM is {:?}, not running: only a running VM is migrated",
+            st.status
+        ));
+    }
+    let pid = q.peer_pid().map_err(|e| e.to_string())?;
+    let proc = PathBuf::from(format!("/proc/{pid}"));
+    let cmdline = std::fs::read(proc.join("cmdline")).map_err(|e| {
+        format!(
+            "{}/cmdline (the QEMU on its QMP socket): {e}",
+            proc.display()
+        )
+    })?;
+    let argv: Vec<String> = cmdline
+        .split(|&b| b == 0)
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    let argv = argv[..argv.len().saturating_sub(1)].to_vec(); // the last NUL ends the last one
+    let link = |n: &str| std::fs::read_link(proc.join(n));
+    let exe = link("exe").map_err(|e| format!("{}/exe: {e}", proc.display()))?;
+    // A binary replaced on disk (an upgrade) reads "PATH (deleted)": the new one is started.
+    let exe = PathBuf::from(
+        exe.to_string_lossy()
+            .trim_end_matches(" (deleted)")
+            .to_string(),
+    );
+    let cwd = link("cwd").unwrap_or_else(|_| PathBuf::from("/"));
+    Ok((
+        q,
+        Source {
+            pid,
+            exe,
+            cwd,
+            argv,
+        },
+    ))
+}
+
+/// Whether `addr` is an address of this machine (one can bind to it).
+fn is_local(addr: IpAddr) -> bool {
+    TcpListener::bind(SocketAddr::new(addr, 0)).is_ok()
+}
+
+/// The first port from `base` nothing listens on (what a dry run shows; the destination tries
+/// the ports again itself).
+fn free_port(addr: IpAddr, base: u16) -> Option<u16> {
+    (base..=base.saturating_add(PORT_TRIES - 1))
+        .find(|&p| TcpListener::bind(SocketAddr::new(addr, p)).is_ok())
+}
+
+fn uri(addr: IpAddr, port: u16) -> String {
+    format!("tcp:{}", SocketAddr::new(addr, port))
+}
+
+/// Everything a dry run checks, for each move: the plan fits the config; the VM's QMP socket
+/// answers, it is running, its QEMU's command line can be duplicated; the destination host is
+/// this machine and has a free port; no file of an earlier destination is in the way. Returns a
+/// report per move (status `planned`); nothing is changed.
+pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
+    check_plan(c, waves).map_err(Bad::Plan)?;
+    let mut out = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for (w, wave) in waves.iter().enumerate() {
+        for m in wave {
+            let (i, vm) = c.vm(&m.vm).expect("check_plan found it");
+            let hi = c.hosts.iter().position(|h| h.id == m.to).expect("checked");
+            let host = &c.hosts[hi];
+            if !is_local(host.address) {
+                return Err(Bad::Config(format!(
+                    "host[{hi}].address: {} is not an address of this machine: this executor \
+                     starts destination QEMUs here (on a cluster, use libvirt: docs/vm-placement.md)",
+                    host.address
+                )));
+            }
+            for ext in ["qmp", "pid"] {
+                let p = c.run_dir.join(format!("{}.{}.{ext}", m.vm, m.to));
+                if p.exists() {
+                    return Err(Bad::Config(format!(
+                        "migrate.run_dir: {} exists: a destination of an earlier run? (remove it \
+                         if no QEMU uses it)",
+                        p.display()
+                    )));
+                }
+            }
+            if !seen.contains(&vm.id.as_str()) {
+                seen.push(&vm.id);
+                let at = format!("vm[{i}] ({})", vm.id);
+                let (_q, src) =
+                    inspect(&vm.qmp).map_err(|e| Bad::Config(format!("{at}.qmp: {e}")))?;
+                destination(&src.argv, &src.cwd, &vm.qmp, &c.run_dir, &vm.id, &m.to)
+                    .map_err(|e| Bad::Config(format!("{at}: {e}")))?;
+            }
+            let port = free_port(host.address, host.port_base).ok_or_else(|| {
+                Bad::Config(format!(
+                    "host[{hi}].port_base: no free port in {}-{}",
+                    host.port_base,
+                    host.port_base.saturating_add(PORT_TRIES - 1)
+                ))
+            })?;
+            let mut r = Report::new(w + 1, m, c);
+            r.status = "planned".into();
+            r.uri = Some(uri(host.address, port));
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// Why a migration stopped short.
+enum Stop {
+    Failed(String),
+    TimedOut(String),
+    Signal(i32),
+}
+
+impl From<String> for Stop {
+    fn from(s: String) -> Stop {
+        Stop::Failed(s)
+    }
+}
+
+fn qmp_err(e: colosched_host::real::QmpError) -> Stop {
+    Stop::Failed(e.to_string())
+}
+
+/// A destination QEMU this executor started, and what it makes.
+struct Dest {
+    child: Child,
+    d: Destination,
+}
+
+impl Dest {
+    fn spawn(src: &Source, d: Destination) -> Result<Dest, String> {
+        let log = std::fs::File::create(&d.log)
+            .map_err(|e| format!("cannot create {}: {e}", d.log.display()))?;
+        let err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut cmd = Command::new(&src.exe);
+        cmd.args(&d.args)
+            .current_dir(&src.cwd)
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err);
+        // SAFETY: setsid(2) is async-signal-safe; the child leaves our session and process
+        // group, so a ^C to the executor never reaches the VM it moved.
+        unsafe {
+            cmd.pre_exec(|| rustix::process::setsid().map(drop).map_err(Into::into));
+        }
+        match cmd.spawn() {
+            Ok(child) => Ok(Dest { child, d }),
+            Err(e) => {
+                let _ = std::fs::remove_file(&d.log);
+                Err(format!("cannot start {}: {e}", src.exe.display()))
+            }
+        }
+    }
+
+    /// The last lines QEMU wrote, for an error message.
+    fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.d.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().rev().take(4).collect();
+        let tail: Vec<&str> = lines.into_iter().rev().collect();
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!(" (its log: {})", tail.join(" | "))
+        }
+    }
+
+    fn exited(&mut self) -> Option<String> {
+        match self.child.try_wait() {
+            Ok(Some(st)) => Some(format!(
+                "the destination QEMU exited ({st}){}",
+                self.log_tail()
+            )),
+            _ => None,
+        }
+    }
+
+    /// Waits for its QMP socket and connects.
+    fn connect(&mut self, signals: &Signals) -> Result<Qmp, Stop> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            if let Some(e) = self.exited() {
+                return Err(Stop::Failed(e));
+            }
+            if self.d.qmp.exists() {
+                if let Ok(q) = Qmp::connect(&self.d.qmp, QMP_TIMEOUT) {
+                    return Ok(q);
+                }
+            }
+            if Instant::now() > deadline {
+                return Err(Stop::Failed(format!(
+                    "the destination's QMP socket {} did not answer within {START_TIMEOUT:?}{}",
+                    self.d.qmp.display(),
+                    self.log_tail()
+                )));
+            }
+            if let Some(sig) = signals.wait(POLL) {
+                return Err(Stop::Signal(sig));
+            }
+        }
+    }
+
+    /// Kills and reaps it, and removes everything it made.
+    fn discard(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for p in self.d.paths() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the parenthesised command name; a zombie has ended.
+        Ok(s) => s
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
+
+fn ms(q: &Value, key: &str) -> Option<u64> {
+    q.get(key).and_then(Value::as_u64)
+}
+
+/// One migration: `vm` from the QEMU on `src_qmp` to a new QEMU on `m.to`. Returns its report
+/// and, when it completed, the destination's QMP socket (the VM's socket from then on).
+fn migrate_one(
+    c: &Config,
+    r: &mut Report,
+    m: &Move,
+    src_qmp: &Path,
+    signals: &Signals,
+) -> Result<PathBuf, Stop> {
+    let host = c.host(&m.to).expect("checked").clone();
+    let (mut src, source) = inspect(src_qmp)?;
+    let d = destination(&source.argv, &source.cwd, src_qmp, &c.run_dir, &m.vm, &m.to)?;
+    let made_run_dir = !c.run_dir.exists();
+    std::fs::create_dir_all(&c.run_dir)
+        .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
+    for p in [&d.qmp, &d.pidfile] {
+        if p.exists() {
+            return Err(Stop::Failed(format!(
+                "{} exists: a destination of an earlier run?",
+                p.display()
+            )));
+        }
+    }
+    let old_bw = src
+        .execute("query-migrate-parameters", None)
+        .map_err(qmp_err)?
+        .get("max-bandwidth")
+        .and_then(Value::as_u64);
+    let mut dest = Dest::spawn(&source, d).inspect_err(|_| {
+        if made_run_dir {
+            let _ = std::fs::remove_dir(&c.run_dir);
+        }
+    })?;
+    match run(c, r, &host, &mut src, &source, &mut dest, signals) {
+        Ok(()) => {
+            let qmp = dest.d.qmp.clone();
+            drop(dest.child); // runs on, detached, after the executor exits
+            Ok(qmp)
+        }
+        Err(stop) => {
+            let _ = src.execute("migrate_cancel", None);
+            let deadline = Instant::now() + SETTLE_TIMEOUT;
+            while Instant::now() < deadline {
+                let st = src.execute("query-migrate", None).ok();
+                let st = st.as_ref().and_then(|q| q.get("status")?.as_str());
+                if !matches!(
+                    st,
+                    Some("setup" | "active" | "cancelling" | "device" | "pre-switchover")
+                ) {
+                    break;
+                }
+                std::thread::sleep(POLL);
+            }
+            dest.discard();
+            if made_run_dir {
+                let _ = std::fs::remove_dir(&c.run_dir); // only if empty
+            }
+            if let Some(bw) = old_bw {
+                let _ = src.execute(
+                    "migrate-set-parameters",
+                    Some(json!({ "max-bandwidth": bw })),
+                );
+            }
+            // A migration that failed after the source stopped leaves it paused: resume it.
+            if let Ok(st) = src.query_status() {
+                if !st.running {
+                    let _ = src.execute("cont", None);
+                }
+            }
+            Err(stop)
+        }
+    }
+}
+
+/// Steps 2–4 of a migration; on an error the caller cancels and cleans up.
+fn run(
+    c: &Config,
+    r: &mut Report,
+    host: &Host,
+    src: &mut Qmp,
+    source: &Source,
+    dest: &mut Dest,
+    signals: &Signals,
+) -> Result<(), Stop> {
+    let mut dq = dest.connect(signals)?;
+    let mut last = String::new();
+    for port in host.port_base..=host.port_base.saturating_add(PORT_TRIES - 1) {
+        let u = uri(host.address, port);
+        match dq.execute("migrate-incoming", Some(json!({ "uri": u }))) {
+            Ok(_) => {
+                r.uri = Some(u);
+                break;
+            }
+            Err(e) => last = e.to_string(),
+        }
+    }
+    let Some(u) = r.uri.clone() else {
+        return Err(Stop::Failed(format!(
+            "no port from {} on which the destination can listen: {last}",
+            host.port_base
+        )));
+    };
+    let bw = json!({ "max-bandwidth": c.max_bandwidth() });
+    src.execute("migrate-set-parameters", Some(bw))
+        .map_err(qmp_err)?;
+    src.execute("migrate", Some(json!({ "uri": u })))
+        .map_err(qmp_err)?;
+    let deadline = Instant::now() + c.timeout;
+    let tty = std::io::stderr().is_terminal();
+    let q = loop {
+        if let Some(sig) = signals.wait(POLL) {
+            return Err(Stop::Signal(sig));
+        }
+        let q = src.execute("query-migrate", None).map_err(qmp_err)?;
+        let status = q.get("status").and_then(Value::as_str).unwrap_or("");
+        match status {
+            "completed" => break q,
+            "failed" | "cancelled" => {
+                let why = q
+                    .get("error-desc")
+                    .and_then(Value::as_str)
+                    .unwrap_or(status);
+                let gone = dest.exited().map(|e| format!("; {e}")).unwrap_or_default();
+                return Err(Stop::Failed(format!("migration {status}: {why}{gone}")));
+            }
+            _ => {}
+        }
+        if let Some(e) = dest.exited() {
+            return Err(Stop::Failed(e));
+        }
+        if Instant::now() > deadline {
+            return Err(Stop::TimedOut(format!(
+                "not completed after {:?}: cancelled",
+                c.timeout
+            )));
+        }
+        if tty {
+            let ram = |k: &str| q["ram"][k].as_u64().unwrap_or(0) as f64 / 1e6;
+            eprint!(
+                "\r{}: {status}, {:.0} MB sent, {:.0} MB left   ",
+                r.vm,
+                ram("transferred"),
+                ram("remaining")
+            );
+        }
+    };
+    if tty {
+        eprint!("\r{:60}\r", "");
+    }
+    r.total_time_ms = ms(&q, "total-time");
+    r.downtime_ms = ms(&q, "downtime");
+    r.setup_time_ms = ms(&q, "setup-time");
+    r.bytes = q["ram"]["transferred"].as_u64();
+    if let (Some(b), Some(t)) = (r.bytes, r.total_time_ms.filter(|&t| t > 0)) {
+        r.mbps = Some((b as f64 * 8.0 / 1e6 / (t as f64 / 1e3) * 10.0).round() / 10.0);
+    }
+    // The destination runs the VM once it has it all.
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    loop {
+        let st = dq.query_status().map_err(qmp_err)?;
+        if st.running {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(Stop::Failed(format!(
+                "migration completed but the destination is {:?}, not running",
+                st.status
+            )));
+        }
+        std::thread::sleep(POLL);
+    }
+    // The source's copy is stale now: it goes.
+    let _ = src.execute("quit", None);
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while alive(source.pid) && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+    if alive(source.pid) {
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_raw(source.pid).expect("a pid is positive"),
+            rustix::process::Signal::KILL,
+        );
+    }
+    Ok(())
+}
+
+/// Runs the plan (already `check`ed); `report` is called once per move, in plan order, as
+/// each one ends (the moves after a failure as `not-started`). Returns the exit status: 0 when
+/// all completed, 1 when one failed or timed out, 128 + N after signal N.
+pub fn execute(
+    c: &Config,
+    waves: &[Vec<Move>],
+    signals: &Signals,
+    report: &mut dyn FnMut(&Report),
+) -> i32 {
+    let mut qmp: Vec<PathBuf> = c.vms.iter().map(|v| v.qmp.clone()).collect();
+    let mut code = 0;
+    for (w, wave) in waves.iter().enumerate() {
+        for m in wave {
+            let mut r = Report::new(w + 1, m, c);
+            if code == 0 {
+                if let Some(sig) = signals.pending() {
+                    code = 128 + sig;
+                }
+            }
+            if code != 0 {
+                report(&r);
+                continue;
+            }
+            let (i, _) = c.vm(&m.vm).expect("checked");
+            match migrate_one(c, &mut r, m, &qmp[i], signals) {
+                Ok(new) => {
+                    r.status = "completed".into();
+                    qmp[i] = new;
+                }
+                Err(Stop::Failed(e)) => {
+                    r.status = "failed".into();
+                    r.error = Some(e);
+                    code = 1;
+                }
+                Err(Stop::TimedOut(e)) => {
+                    r.status = "timed-out".into();
+                    r.error = Some(e);
+                    code = 1;
+                }
+                Err(Stop::Signal(sig)) => {
+                    r.status = "interrupted".into();
+                    r.error = Some(format!("signal {sig}: cancelled"));
+                    code = 128 + sig;
+                }
+            }
+            report(&r);
+        }
+    }
+    code
+}

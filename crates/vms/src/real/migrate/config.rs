@@ -1,0 +1,547 @@
+//! The executor's inputs, checked before anything starts: the config (TOML) and the plan
+//! (`colosched plan vms --json`). Every error names the key or field (`host[1].port_base`,
+//! `moves[0][2].to`); the caller puts the file in front.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::Value as Json;
+use toml::{Table, Value};
+
+/// The share of the link a migration may use: spec 003 §4.4 measured 40 % on average.
+pub const DEFAULT_BW_CAP: f64 = 0.4;
+pub const DEFAULT_TIMEOUT_S: f64 = 120.0;
+pub const DEFAULT_RUN_DIR: &str = "/run/colosched-vms";
+/// The first of the dynamic ports (RFC 6335).
+pub const DEFAULT_PORT_BASE: u16 = 49152;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// The hosts' link, Mbit/s.
+    pub link_mbps: f64,
+    /// The share of the link one migration may use.
+    pub bw_cap: f64,
+    /// A migration not completed by then is cancelled.
+    pub timeout: Duration,
+    /// Where destination QMP sockets, pidfiles and logs go.
+    pub run_dir: PathBuf,
+    pub hosts: Vec<Host>,
+    pub vms: Vec<Vm>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Host {
+    pub id: String,
+    /// Where a destination QEMU on this host listens for the incoming migration.
+    pub address: IpAddr,
+    /// Ports are tried from here.
+    pub port_base: u16,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vm {
+    pub id: String,
+    /// The host it runs on now.
+    pub host: String,
+    /// Its QMP socket on that host.
+    pub qmp: PathBuf,
+}
+
+impl Config {
+    /// QEMU's `max-bandwidth`, bytes/s: bw_cap × link.
+    pub fn max_bandwidth(&self) -> u64 {
+        (self.bw_cap * self.link_mbps * 1e6 / 8.0).round() as u64
+    }
+
+    pub fn host(&self, id: &str) -> Option<&Host> {
+        self.hosts.iter().find(|h| h.id == id)
+    }
+
+    pub fn vm(&self, id: &str) -> Option<(usize, &Vm)> {
+        self.vms.iter().enumerate().find(|(_, v)| v.id == id)
+    }
+}
+
+/// One migration of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Move {
+    pub vm: String,
+    pub from: String,
+    pub to: String,
+}
+
+fn unknown_keys(t: &Table, allowed: &[&str], at: &str) -> Result<(), String> {
+    match t.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!(
+            "{at}{k}: unknown key (known: {})",
+            allowed.join(", ")
+        )),
+        None => Ok(()),
+    }
+}
+
+/// A TOML value as the user wrote it (near enough for an error message).
+fn shown(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("{s:?}"),
+        Value::Integer(i) => i.to_string(),
+        Value::Float(f) => f.to_string(),
+        Value::Boolean(b) => b.to_string(),
+        other => format!("a {}", other.type_str()),
+    }
+}
+
+fn number(t: &Table, key: &str, at: &str) -> Result<Option<f64>, String> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(Value::Integer(i)) => Ok(Some(*i as f64)),
+        Some(Value::Float(f)) if f.is_finite() => Ok(Some(*f)),
+        Some(v) => Err(format!("{at}{key}: expected a number, got {}", shown(v))),
+    }
+}
+
+fn string(t: &Table, key: &str, at: &str) -> Result<Option<String>, String> {
+    match t.get(key) {
+        None => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(v) => Err(format!("{at}{key}: expected a string, got {}", shown(v))),
+    }
+}
+
+fn required<T>(v: Option<T>, key: &str, at: &str) -> Result<T, String> {
+    v.ok_or_else(|| format!("{at}{key}: missing"))
+}
+
+/// An id goes into file names (`<vm>.<host>.qmp`) and QEMU options.
+fn id(t: &Table, at: &str) -> Result<String, String> {
+    let id = required(string(t, "id", at)?, "id", at)?;
+    let ok = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
+    if !ok {
+        return Err(format!(
+            "{at}id: {id:?}: use letters, digits, '-' and '_' only (it names files)"
+        ));
+    }
+    Ok(id)
+}
+
+fn tables<'a>(top: &'a Table, key: &str) -> Result<Vec<&'a Table>, String> {
+    match top.get(key) {
+        None => Err(format!("{key}: missing (at least one [[{key}]])")),
+        Some(Value::Array(a)) if !a.is_empty() => a
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.as_table()
+                    .ok_or_else(|| format!("{key}[{i}]: expected a table ([[{key}]])"))
+            })
+            .collect(),
+        Some(_) => Err(format!("{key}: expected [[{key}]] tables, at least one")),
+    }
+}
+
+/// A config file's text; relative paths are taken from `base` (the file's directory).
+pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
+    let top: Table = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
+    unknown_keys(&top, &["migrate", "host", "vm"], "")?;
+    let m = match top.get("migrate") {
+        Some(Value::Table(t)) => t,
+        Some(_) => return Err("migrate: expected a table ([migrate])".into()),
+        None => return Err("migrate: missing ([migrate] with link_mbps)".into()),
+    };
+    let at = "migrate.";
+    unknown_keys(m, &["link_mbps", "bw_cap", "timeout_s", "run_dir"], at)?;
+    let link_mbps = required(number(m, "link_mbps", at)?, "link_mbps", at)?;
+    if link_mbps <= 0.0 {
+        return Err(format!("{at}link_mbps: must be positive, got {link_mbps}"));
+    }
+    let bw_cap = number(m, "bw_cap", at)?.unwrap_or(DEFAULT_BW_CAP);
+    if !(bw_cap > 0.0 && bw_cap <= 1.0) {
+        return Err(format!("{at}bw_cap: must be in (0, 1], got {bw_cap}"));
+    }
+    let timeout_s = number(m, "timeout_s", at)?.unwrap_or(DEFAULT_TIMEOUT_S);
+    if timeout_s <= 0.0 || timeout_s > 1e6 {
+        return Err(format!(
+            "{at}timeout_s: must be positive (and sane), got {timeout_s}"
+        ));
+    }
+    let run_dir = string(m, "run_dir", at)?.unwrap_or(DEFAULT_RUN_DIR.into());
+    if run_dir.is_empty() || run_dir.contains(',') {
+        return Err(format!(
+            "{at}run_dir: {run_dir:?}: must be a path without commas (QEMU options split on them)"
+        ));
+    }
+    let mut hosts: Vec<Host> = Vec::new();
+    for (i, t) in tables(&top, "host")?.into_iter().enumerate() {
+        let at = format!("host[{i}].");
+        unknown_keys(t, &["id", "address", "port_base"], &at)?;
+        let id = id(t, &at)?;
+        if hosts.iter().any(|h| h.id == id) {
+            return Err(format!("{at}id: {id:?} is already a host"));
+        }
+        let address = required(string(t, "address", &at)?, "address", &at)?;
+        let address: IpAddr = address
+            .parse()
+            .map_err(|_| format!("{at}address: {address:?} is not an IP address"))?;
+        let port_base = match t.get("port_base") {
+            None => DEFAULT_PORT_BASE,
+            Some(Value::Integer(p)) if (1..=65535).contains(p) => *p as u16,
+            Some(v) => {
+                return Err(format!(
+                    "{at}port_base: expected a port 1-65535, got {}",
+                    shown(v)
+                ))
+            }
+        };
+        hosts.push(Host {
+            id,
+            address,
+            port_base,
+        });
+    }
+    let mut vms: Vec<Vm> = Vec::new();
+    for (i, t) in tables(&top, "vm")?.into_iter().enumerate() {
+        let at = format!("vm[{i}].");
+        unknown_keys(t, &["id", "host", "qmp"], &at)?;
+        let id = id(t, &at)?;
+        if vms.iter().any(|v| v.id == id) {
+            return Err(format!("{at}id: {id:?} is already a VM"));
+        }
+        let host = required(string(t, "host", &at)?, "host", &at)?;
+        if !hosts.iter().any(|h| h.id == host) {
+            return Err(format!("{at}host: {host:?} is not a [[host]] id"));
+        }
+        let qmp = required(string(t, "qmp", &at)?, "qmp", &at)?;
+        if qmp.is_empty() {
+            return Err(format!("{at}qmp: empty"));
+        }
+        let qmp = base.join(qmp);
+        if let Some(other) = vms.iter().find(|v| v.qmp == qmp) {
+            return Err(format!(
+                "{at}qmp: {} is {}'s socket too",
+                qmp.display(),
+                other.id
+            ));
+        }
+        vms.push(Vm { id, host, qmp });
+    }
+    Ok(Config {
+        link_mbps,
+        bw_cap,
+        timeout: Duration::from_secs_f64(timeout_s),
+        run_dir: base.join(run_dir),
+        hosts,
+        vms,
+    })
+}
+
+/// A plan's text (`colosched plan vms --json`: only `moves` is read), by wave.
+pub fn parse_plan(text: &str) -> Result<Vec<Vec<Move>>, String> {
+    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let waves = v
+        .get("moves")
+        .ok_or("moves: missing (a plan of `colosched plan vms --json`)")?
+        .as_array()
+        .ok_or("moves: expected a list of waves")?;
+    let mut out = Vec::new();
+    for (w, wave) in waves.iter().enumerate() {
+        let wave = wave
+            .as_array()
+            .ok_or(format!("moves[{w}]: expected a list of migrations"))?;
+        let mut moves: Vec<Move> = Vec::new();
+        for (i, m) in wave.iter().enumerate() {
+            let at = format!("moves[{w}][{i}]");
+            let field = |k: &str| -> Result<String, String> {
+                match m.get(k) {
+                    Some(Json::String(s)) if !s.is_empty() => Ok(s.clone()),
+                    Some(other) => Err(format!("{at}.{k}: expected a name, got {other}")),
+                    None => Err(format!("{at}.{k}: missing")),
+                }
+            };
+            let mv = Move {
+                vm: field("vm")?,
+                from: field("from")?,
+                to: field("to")?,
+            };
+            if mv.from == mv.to {
+                return Err(format!("{at}.to: {:?} is where it is already", mv.to));
+            }
+            // One migration per host at a time: a wave runs its migrations without waiting.
+            let busy = |h: &str| moves.iter().any(|o| o.from == h || o.to == h);
+            if let Some(h) = [&mv.from, &mv.to].into_iter().find(|h| busy(h)) {
+                return Err(format!(
+                    "{at}: host {h:?} is in another migration of this wave (one per host at a time)"
+                ));
+            }
+            moves.push(mv);
+        }
+        out.push(moves);
+    }
+    Ok(out)
+}
+
+/// The plan against the config: every VM has a `[[vm]]`, every host a `[[host]]`, and each
+/// move starts where the VM is (the config's host, then where earlier waves put it). The
+/// error names the plan's field.
+pub fn check_plan(c: &Config, waves: &[Vec<Move>]) -> Result<(), String> {
+    let mut at_host: BTreeMap<&str, &str> = BTreeMap::new();
+    let known: BTreeSet<&str> = c.hosts.iter().map(|h| h.id.as_str()).collect();
+    for (w, wave) in waves.iter().enumerate() {
+        for (i, m) in wave.iter().enumerate() {
+            let at = format!("moves[{w}][{i}]");
+            let Some((_, vm)) = c.vm(&m.vm) else {
+                return Err(format!("{at}.vm: {:?} has no [[vm]] in the config", m.vm));
+            };
+            for (k, h) in [("from", &m.from), ("to", &m.to)] {
+                if !known.contains(h.as_str()) {
+                    return Err(format!("{at}.{k}: {h:?} has no [[host]] in the config"));
+                }
+            }
+            let now = *at_host.get(vm.id.as_str()).unwrap_or(&vm.host.as_str());
+            if m.from != now {
+                return Err(format!(
+                    "{at}.from: {:?}, but {} is on {now:?} (config vm.host{})",
+                    m.from,
+                    m.vm,
+                    if now == vm.host {
+                        ""
+                    } else {
+                        " and earlier waves"
+                    }
+                ));
+            }
+            at_host.insert(&vm.id, &m.to);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+        [migrate]
+        link_mbps = 1000
+        timeout_s = 30
+        run_dir = "run"
+        [[host]]
+        id = "h0"
+        address = "127.0.0.1"
+        [[host]]
+        id = "h1"
+        address = "::1"
+        port_base = 50000
+        [[vm]]
+        id = "zk1"
+        host = "h0"
+        qmp = "/run/qemu/zk1.qmp"
+        [[vm]]
+        id = "zk2"
+        host = "h1"
+        qmp = "zk2.qmp"
+    "#;
+
+    fn cfg(text: &str) -> Result<Config, String> {
+        parse_config(text, Path::new("/etc/cs"))
+    }
+
+    #[test]
+    fn a_good_config_with_defaults_and_relative_paths() {
+        let c = cfg(GOOD).unwrap();
+        assert_eq!(c.bw_cap, 0.4);
+        assert_eq!(
+            c.max_bandwidth(),
+            50_000_000,
+            "0.4 × 1000 Mbit/s in bytes/s"
+        );
+        assert_eq!(c.timeout, Duration::from_secs(30));
+        assert_eq!(c.run_dir, Path::new("/etc/cs/run"));
+        assert_eq!(c.hosts[0].port_base, DEFAULT_PORT_BASE);
+        assert_eq!(c.hosts[1].port_base, 50000);
+        assert_eq!(c.vms[0].qmp, Path::new("/run/qemu/zk1.qmp"));
+        assert_eq!(c.vms[1].qmp, Path::new("/etc/cs/zk2.qmp"));
+        let c = cfg(&GOOD.replace("run_dir = \"run\"\n", "")).unwrap();
+        assert_eq!(c.run_dir, Path::new(DEFAULT_RUN_DIR));
+    }
+
+    #[test]
+    fn the_example_config_checks() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let text = std::fs::read_to_string(root.join("migrate.toml")).unwrap();
+        let c = parse_config(&text, &root).unwrap();
+        assert_eq!((c.hosts.len(), c.vms.len()), (2, 2));
+        assert_eq!(c.max_bandwidth(), 50_000_000);
+        assert_eq!(c.run_dir, Path::new(DEFAULT_RUN_DIR));
+    }
+
+    #[test]
+    fn every_bad_config_names_its_key() {
+        for (from, to, needle) in [
+            (
+                "timeout_s = 30",
+                "timeout = 30",
+                "migrate.timeout: unknown key",
+            ),
+            ("link_mbps = 1000", "", "migrate.link_mbps: missing"),
+            (
+                "link_mbps = 1000",
+                "link_mbps = \"fast\"",
+                "migrate.link_mbps: expected a number",
+            ),
+            (
+                "link_mbps = 1000",
+                "link_mbps = 0",
+                "migrate.link_mbps: must be positive",
+            ),
+            (
+                "timeout_s = 30",
+                "bw_cap = 1.5",
+                "migrate.bw_cap: must be in (0, 1]",
+            ),
+            (
+                "timeout_s = 30",
+                "timeout_s = -1",
+                "migrate.timeout_s: must be positive",
+            ),
+            (
+                "\"run\"",
+                "\"a,b\"",
+                "migrate.run_dir: \"a,b\": must be a path without commas",
+            ),
+            (
+                "port_base = 50000",
+                "port_base = 70000",
+                "host[1].port_base: expected a port",
+            ),
+            (
+                "port_base = 50000",
+                "port = 50000",
+                "host[1].port: unknown key",
+            ),
+            (
+                "address = \"::1\"",
+                "address = \"localhost\"",
+                "host[1].address: \"localhost\" is not an IP",
+            ),
+            (
+                "id = \"h1\"",
+                "id = \"h0\"",
+                "host[1].id: \"h0\" is already a host",
+            ),
+            (
+                "id = \"h1\"",
+                "id = \"h 1\"",
+                "host[1].id: \"h 1\": use letters",
+            ),
+            (
+                "host = \"h1\"",
+                "host = \"h7\"",
+                "vm[1].host: \"h7\" is not a [[host]] id",
+            ),
+            ("qmp = \"zk2.qmp\"", "", "vm[1].qmp: missing"),
+            (
+                "qmp = \"zk2.qmp\"",
+                "qmp = \"/run/qemu/zk1.qmp\"",
+                "vm[1].qmp: /run/qemu/zk1.qmp is zk1's socket too",
+            ),
+            (
+                "id = \"zk2\"",
+                "id = \"zk1\"",
+                "vm[1].id: \"zk1\" is already a VM",
+            ),
+            ("[migrate]", "[migrat]", "migrat: unknown key"),
+        ] {
+            assert!(GOOD.contains(from), "{from}");
+            let e = cfg(&GOOD.replacen(from, to, 1)).unwrap_err();
+            assert!(e.starts_with(needle), "{to}: {e}");
+        }
+        let e = cfg("[migrate]\nlink_mbps = 10\n").unwrap_err();
+        assert!(e.starts_with("host: missing"), "{e}");
+        let e = cfg("[migrate\n").unwrap_err();
+        assert!(e.contains("line 1"), "{e}");
+    }
+
+    const PLAN: &str = r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1", "mb": 1280}],
+        [{"vm": "zk2", "from": "h1", "to": "h0", "mb": 1280}, {"vm": "zk3", "from": "h2", "to": "h3"}]],
+        "target": {}, "moves_total": 3}"#;
+
+    #[test]
+    fn the_plan_reader_keeps_the_waves_and_names_bad_fields() {
+        let p = parse_plan(PLAN).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(
+            p[1][1],
+            Move {
+                vm: "zk3".into(),
+                from: "h2".into(),
+                to: "h3".into()
+            }
+        );
+        for (from, to, needle) in [
+            (
+                "\"to\": \"h3\"",
+                "\"to\": 3",
+                "moves[1][1].to: expected a name, got 3",
+            ),
+            ("\"vm\": \"zk3\", ", "", "moves[1][1].vm: missing"),
+            (
+                "\"to\": \"h3\"",
+                "\"to\": \"h2\"",
+                "moves[1][1].to: \"h2\" is where it is already",
+            ),
+            (
+                "\"to\": \"h3\"",
+                "\"to\": \"h0\"",
+                "moves[1][1]: host \"h0\" is in another migration",
+            ),
+            ("\"moves\"", "\"waves\"", "moves: missing"),
+            ("}]]", "}]", "not JSON"),
+        ] {
+            let e = parse_plan(&PLAN.replacen(from, to, 1)).unwrap_err();
+            assert!(e.starts_with(needle), "{to}: {e}");
+        }
+        let e = parse_plan(r#"{"moves": [{"vm": "zk1"}]}"#).unwrap_err();
+        assert!(e.starts_with("moves[0]: expected a list"), "{e}");
+        assert_eq!(
+            parse_plan(r#"{"moves": []}"#).unwrap(),
+            Vec::<Vec<Move>>::new()
+        );
+    }
+
+    #[test]
+    fn the_plan_must_fit_the_config() {
+        let c = cfg(GOOD).unwrap();
+        let plan = |t: &str| parse_plan(t).unwrap();
+        let ok = plan(
+            r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#,
+        );
+        assert_eq!(check_plan(&c, &ok), Ok(()));
+        for (text, needle) in [
+            (
+                r#"{"moves": [[{"vm": "zk9", "from": "h0", "to": "h1"}]]}"#,
+                "moves[0][0].vm: \"zk9\" has no [[vm]]",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h5"}]]}"#,
+                "moves[0][0].to: \"h5\" has no [[host]]",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#,
+                "moves[0][0].from: \"h1\", but zk1 is on \"h0\"",
+            ),
+            (
+                r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h0", "to": "h1"}]]}"#,
+                "moves[1][0].from: \"h0\", but zk1 is on \"h1\" (config vm.host and earlier waves)",
+            ),
+        ] {
+            let e = check_plan(&c, &plan(text)).unwrap_err();
+            assert!(e.starts_with(needle), "{e}");
+        }
+    }
+}
