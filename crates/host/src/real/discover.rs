@@ -203,7 +203,7 @@ pub fn parse_args(args: &[String]) -> QemuArgs {
                 }
             }
             "qmp" => {
-                if let Some(path) = split_opts(value)
+                if let Some(path) = split_opts(value, true)
                     .first()
                     .and_then(|b| b.strip_prefix("unix:"))
                 {
@@ -250,7 +250,7 @@ pub fn parse_args(args: &[String]) -> QemuArgs {
 /// The value of `key` in a QEMU option string `a,key=value,…`; with `implied`, a first element
 /// without `=` is that key's value (`-netdev tap,…`, `-name vm1`).
 fn opt_value(s: &str, key: &str, implied: bool) -> Option<String> {
-    let parts = split_opts(s);
+    let parts = split_opts(s, true);
     for (n, p) in parts.iter().enumerate() {
         match p.split_once('=') {
             Some((k, v)) if k == key => return Some(v.to_string()),
@@ -261,15 +261,18 @@ fn opt_value(s: &str, key: &str, implied: bool) -> Option<String> {
     None
 }
 
-/// Splits a QEMU option string at commas; `,,` stands for a literal comma.
-fn split_opts(s: &str) -> Vec<String> {
+/// Splits a QEMU option string at commas; `,,` stands for a literal comma, which `unescape`
+/// turns into one (a value to read) or keeps (a part to write back as it was).
+pub fn split_opts(s: &str, unescape: bool) -> Vec<String> {
     let mut out = vec![String::new()];
     let mut chars = s.chars().peekable();
     while let Some(c) = chars.next() {
         if c == ',' {
             if chars.peek() == Some(&',') {
                 chars.next();
-                out.last_mut().unwrap().push(',');
+                out.last_mut()
+                    .unwrap()
+                    .push_str(if unescape { "," } else { ",," });
             } else {
                 out.push(String::new());
             }

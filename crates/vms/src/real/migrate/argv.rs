@@ -93,24 +93,10 @@ impl Destination {
     }
 }
 
-/// One comma-separated QEMU option string, split where the commas are not doubled; each part
-/// stays in its escaped form.
+/// One comma-separated QEMU option string split where the commas are not doubled; each part
+/// stays in its escaped form, to be written back.
 fn split_opts(s: &str) -> Vec<String> {
-    let mut parts = vec![String::new()];
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == ',' {
-            if chars.peek() == Some(&',') {
-                chars.next();
-                parts.last_mut().unwrap().push_str(",,");
-            } else {
-                parts.push(String::new());
-            }
-        } else {
-            parts.last_mut().unwrap().push(c);
-        }
-    }
-    parts
+    colosched_host::real::discover::split_opts(s, false)
 }
 
 /// The value of `key=` among `parts` (commas unescaped); `Some("on")` for a bare `key`.
