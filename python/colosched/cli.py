@@ -2,7 +2,6 @@
 
     colosched sim cluster --trace DIR [--parts 0-9] --policy all --out out/
     colosched sim host --scenario spec001-sketch|FILE --scheduler all [--seeds K] --out out/host/
-    colosched sim vms --scenario spec003-fio-read|FILE --policy all [--seeds 5] --out out/vms/
     colosched sweep cluster --trace DIR --machines 700,800,900 --overcommit-ratio 0.5,0.8,1.1,1.4
     colosched trace info|synth ...   colosched cache clear   colosched demo
 
