@@ -250,6 +250,7 @@ def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
     [
         (["--help"], "sim"),
         (["sim", "cluster", "--help"], "--profile"),
+        (["sim", "vms", "--help"], "one JSON line per headline metric"),
         (["sweep", "cluster", "--help"], "--profile"),
         (["agent", "--help"], "colosched-agent run"),
         (["agent", "run", "--help"], "colosched-agent run"),
@@ -292,3 +293,66 @@ def test_plan_vms_bad_state_names_the_file_and_field(tmp_path):
     assert r.returncode == 2, r.stderr
     assert f'{bad}: vms[9].host: "h7" is not a host' in r.stderr, r.stderr
     assert r.stdout == ""
+
+
+VMS_FILES = ["summary.csv", "vms.parquet", "jobs.parquet", "apps.parquet", "migrations.parquet"]
+VMS_FILES += ["windows.parquet", "meta.json", "report.html"]
+
+
+def test_sim_vms_writes_every_output_and_prints_the_papers_figures_beside_ours(tmp_path):
+    out = tmp_path / "out"
+    r = colosched(
+        "sim", "vms", "--scenario", "spec003-zookeeper", "--seeds", "2", "--out", str(out), cache=tmp_path
+    )
+    assert r.returncode == 0, r.stderr
+    assert all((out / name).stat().st_size > 0 for name in VMS_FILES)
+    assert "colosched sim vms — spec003-zookeeper, 2 seed(s)" in r.stdout
+    assert "vs random" in r.stdout and "random 5, ours 9" in r.stdout, "the paper's figure beside ours"
+    assert "logical distance, end (zk)" in r.stdout
+    summary = pl.read_csv(out / "summary.csv")
+    assert summary.columns[:3] == ["scenario", "metric", "policy"] and "vs_baseline" in summary.columns
+    assert set(summary["policy"]) == {"none", "random", "cloudcache", "planner"}
+    assert (summary.filter(pl.col("policy") == "random")["vs_baseline"].drop_nulls() == 1.0).all()
+    apps = pl.read_parquet(out / "apps.parquet")
+    assert apps.height == 4 * 2 and apps.columns[:3] == ["scenario", "policy", "seed"]
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["seeds"] == [1, 2] and meta["baseline"] == "random"
+    assert 'id="figvms-3"' in (out / "report.html").read_text()
+    assert not list(out.glob(".*")), "no temporary file left"
+
+
+def test_sim_vms_json_lines_and_no_report(tmp_path):
+    out = tmp_path / "out"
+    args = ["sim", "vms", "--scenario", "spec003-fio-read", "--policy", "planner,random", "--seeds", "1"]
+    assert colosched(*args, "--out", str(out), cache=tmp_path).returncode == 0
+    assert (out / "report.html").exists()
+    r = colosched(*args, "--out", str(out), "--json", "--no-report", cache=tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [json.loads(x) for x in r.stdout.splitlines()]
+    summary = pl.read_csv(out / "summary.csv")
+    assert [(x["metric"], x["policy"]) for x in lines] == summary.select("metric", "policy").rows()
+    planner = [x for x in lines if x["metric"] == "iops_per_vm" and x["policy"] == "planner"]
+    assert len(planner) == 1 and planner[0]["seeds"] == 1 and planner[0]["vs_baseline"] is not None
+    assert {x["policy"] for x in lines} == {"planner", "random"}
+    assert not (out / "report.html").exists(), "an old report is not left beside new results"
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (("vms = 12", "vms = 0"), "apps[0].vms: must be at least 1"),
+        (("[backend]", "[backend]\nlatencyy_ms = 2"), "unknown field `latencyy_ms`"),
+    ],
+)
+def test_sim_vms_bad_scenario_exits_2_naming_the_file_and_key(tmp_path, change, needle):
+    preset = Path(__file__).resolve().parent.parent / "crates" / "vms" / "scenarios" / "spec003-fio-read.toml"
+    bad = tmp_path / "bad.toml"
+    bad.write_text(preset.read_text().replace(*change, 1))
+    out = tmp_path / "out"
+    r = colosched("sim", "vms", "--scenario", str(bad), "--out", str(out), cache=tmp_path)
+    assert r.returncode == 2, r.stderr
+    line = r.stderr.strip()
+    assert "\n" not in line and line.startswith(f"colosched: error: {bad}: ") and needle in line, line
+    assert r.stdout == "" and not out.exists(), "nothing written for a refused scenario"
+    r = colosched("sim", "vms", "--scenario", "spec003-fio-read", "--policy", "best", cache=tmp_path)
+    assert r.returncode == 2 and "unknown policy 'best'" in r.stderr

@@ -571,7 +571,7 @@ def _summary_html(agg: pl.DataFrame) -> str:
     )
 
 
-def _figure_html(f: _Figure) -> str:
+def _figure_html(f: _Figure, source: str = "Thesis") -> str:
     data = base64.b64encode(f.png).decode("ascii")
     name = f"fig{f.key}.png"
     return (
@@ -580,7 +580,7 @@ def _figure_html(f: _Figure) -> str:
         f'alt="Figure {f.key}: {_e(f.title)}">\n'
         f"<figcaption><b>Figure {f.key}.</b> {_e(f.title)}. "
         f'<a href="{name}">{name}</a><br>\n'
-        f"<b>Thesis:</b> {_e(f.thesis)}<br>\n"
+        f"<b>{_e(source)}:</b> {_e(f.thesis)}<br>\n"
         f"<b>Here:</b> {_e(f.here)}</figcaption>\n"
         f"</figure>"
     )

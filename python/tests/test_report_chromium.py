@@ -130,3 +130,39 @@ def test_host_report_latency_cdf_and_fairness_render_in_headless_chromium(tmp_pa
         pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
         green = (abs(pixels - np.array([0x2C, 0xA0, 0x2C])) < 8).all(axis=-1)  # diff's colour
         assert green.sum() > 200, (i, green.sum())
+
+
+def test_vms_report_renders_in_headless_chromium(tmp_path):
+    # The `colosched sim vms` report on the Hadoop preset: all four figures (headline, SSD
+    # utilisation, migrations, job times) load as images and are drawn, with no page errors.
+    if not CHROMIUM.exists():
+        pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
+    from colosched import vms
+    from colosched.vms_report import write_vms_report
+
+    tables = vms.run("spec003-hadoop", ["random", "planner"], seeds=[1, 2])
+    page = write_vms_report(tmp_path / "out", tables, {"scenario": "spec003-hadoop"}, "random")
+    r = chromium("--dump-dom", page.as_uri(), profile=tmp_path / "p")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert [line for line in r.stderr.splitlines() if PAGE_TROUBLE.search(line)] == []
+    for i in range(1, 5):
+        assert re.search(rf'<figure id="figvms-{i}">\s*<img src="data:image/png;base64,', r.stdout), i
+    summary = re.search(r'<table class="summary">.*?</table>', r.stdout, re.S).group(0)
+    assert summary.count("<tr>") == 1 + vms.headline(tables).height, (
+        "a header and one row per metric and policy"
+    )
+    # Each figure screenshotted alone: the planner's red bars and lines are drawn in it, and in
+    # figure 2 (one line per host) host h0's blue.
+    for i, rgb in {1: 0xD62728, 2: 0x1F77B4, 3: 0xD62728, 4: 0xD62728}.items():
+        png = tmp_path / "out" / f"figvms-{i}.png"
+        solo = tmp_path / f"solo{i}.html"
+        solo.write_text(f'<!DOCTYPE html><html><body style="margin:0"><img src="{png.name}"></body></html>')
+        (tmp_path / png.name).write_bytes(png.read_bytes())
+        shot = tmp_path / f"shot{i}.png"
+        r = chromium(
+            f"--screenshot={shot}", "--window-size=1600,1300", solo.as_uri(), profile=tmp_path / f"q{i}"
+        )
+        assert r.returncode == 0 and [x for x in r.stderr.splitlines() if PAGE_TROUBLE.search(x)] == []
+        pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
+        drawn = (abs(pixels - np.array([rgb >> 16, rgb >> 8 & 255, rgb & 255])) < 8).all(axis=-1)
+        assert drawn.sum() > 200, (i, drawn.sum())

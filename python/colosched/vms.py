@@ -1,0 +1,300 @@
+"""The VM-level simulator (crates/vms, docs/vm-sim.md): hypervisors with an SSD cache in front of
+shared storage, applications of VMs, and placement policies that live-migrate VMs (spec 003).
+Rust runs the simulation; this module gathers the runs into tables and computes the paper's
+figures from them.
+
+    from colosched import vms
+    tables = vms.run("spec003-fio-read", ["random", "planner"], seeds=[1, 2, 3])
+    vms.headline(tables, baseline="random")
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+
+import polars as pl
+
+from colosched import _native
+
+POLICIES: list[str] = list(_native.vms_policies())
+PRESETS: list[str] = list(_native.vms_presets())
+KEYS = ["scenario", "policy", "seed"]
+# Each table's columns after KEYS (explicit, so an empty table still has them and a null-only
+# column keeps its type).
+SCHEMAS: dict[str, dict[str, pl.DataType]] = {
+    "runs": {"vms": pl.Int64, "jobs": pl.Int64, "migrations": pl.Int64},
+    "vms": {
+        "vm": pl.String,
+        "app": pl.String,
+        "kind": pl.String,
+        "iops": pl.Float64,
+        "mbps": pl.Float64,
+        "hit_ratio": pl.Float64,
+        "migrations": pl.Int64,
+        "host": pl.String,
+    },
+    "jobs": {
+        "app": pl.String,
+        "job": pl.String,
+        "start_s": pl.Float64,
+        "time_s": pl.Float64,
+        "throughput_mbps": pl.Float64,
+        "measured": pl.Boolean,
+    },
+    "apps": {
+        "app": pl.String,
+        "kind": pl.String,
+        "preference": pl.String,
+        "vms": pl.Int64,
+        "ld_mean": pl.Float64,
+        "ld_final": pl.Int64,
+        "ld_best": pl.Int64,
+        "ops_s": pl.Float64,
+    },
+    "migrations": {
+        "vm": pl.String,
+        "from": pl.String,
+        "to": pl.String,
+        "start_s": pl.Float64,
+        "time_s": pl.Float64,
+        "mb": pl.Float64,
+        "downtime_ms": pl.Float64,
+        "link_share": pl.Float64,
+        "slowdown": pl.Float64,
+    },
+    "windows": {"t_s": pl.Int64, "host": pl.String, "utilisation": pl.Float64, "vms": pl.Int64},
+}
+TABLES = list(SCHEMAS)
+
+# The paper's figure for each headline metric (spec 003 §4); a metric "job_time_s:NAME" has
+# its job's kind's.
+PAPER = {
+    "iops_per_vm": "ours/random +15 % (read), +6 % (write)",
+    "job_time_s:pi": "≈ random",
+    "io_job_time_s": "ours/random −25 %",
+    "cpu_job_time_s": "≈ random",
+    "dfsio_mbps": "ours/random +39 %",
+    "ld_mean": "random 5, ours 9",
+    "ld_final": "random 5, ours 9",
+    "ops_s": "ours ≈ 5 % below random",
+    "migration_time_s": "10–15 s",
+    "migration_link_share": "0.40 of the link",
+    "migration_slowdown": "0.07",
+}
+
+
+LABELS = {
+    "iops_per_vm": "IOPS per VM",
+    "job_time_s": "job time, s",
+    "io_job_time_s": "I/O job time, s",
+    "cpu_job_time_s": "CPU job time, s",
+    "dfsio_mbps": "TestDFSIO MB/s",
+    "ld_mean": "logical distance, mean",
+    "ld_final": "logical distance, end",
+    "ops_s": "ZooKeeper ops/s",
+    "migrations": "migrations per run",
+    "migration_time_s": "migration time, s",
+    "migration_link_share": "migration's link share",
+    "migration_slowdown": "slowdown while moving",
+}
+
+
+def label(metric: str) -> str:
+    """A headline metric's name for people: "job_time_s:read" -> "job time, s (read)"."""
+    base, _, name = metric.partition(":")
+    return LABELS.get(base, base) + (f" ({name})" if name else "")
+
+
+def number(x: float | None, digits: int = 4) -> str:
+    """`x` to about `digits` significant digits, without an exponent: 45,632, 7.572, 0.05909;
+    "0" below 1e-9 in size; "—" for None or NaN."""
+    if x is None or x != x:
+        return "—"
+    if abs(x) < 1e-9:  # rounding noise, e.g. the std of equal values
+        return "0"
+    decimals = 0 if x == 0 else max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    return f"{x:,.{min(decimals, 6)}f}"
+
+
+def expand_policies(names: Sequence[str]) -> list[str]:
+    """`all` means every policy; an unknown name raises ValueError listing the known ones."""
+    out: list[str] = []
+    for name in names:
+        for part in str(name).split(","):
+            part = part.strip()
+            picked = POLICIES if part == "all" else [part]
+            for p in picked:
+                if p not in POLICIES:
+                    raise ValueError(f"unknown policy {p!r} (known: {', '.join(POLICIES)}, all)")
+                if p not in out:
+                    out.append(p)
+    return out
+
+
+def run(
+    scenario: str,
+    policies: Sequence[str] = ("all",),
+    seeds: Sequence[int] = (1,),
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, pl.DataFrame]:
+    """Runs `scenario` (a preset name or a TOML file) under each policy and seed.
+
+    Returns one DataFrame per name in TABLES, each starting with scenario, policy, seed: `runs`
+    (one row per run, with its counts of VMs, jobs and migrations), and one row per VM, Hadoop
+    job, application, migration and (window, host) of each run. The scenario is read and
+    checked before the first run (ValueError naming the file and key)."""
+    names = expand_policies(policies)
+    loaded = _native.VmsScenario(str(scenario))
+    rows: dict[str, list[dict]] = {t: [] for t in TABLES}
+    total = len(names) * len(seeds)
+    for policy in names:
+        for seed in seeds:
+            r = json.loads(loaded.run(policy, int(seed)))
+            keys = {"scenario": r["scenario"], "policy": policy, "seed": int(seed)}
+            for t in TABLES[1:]:
+                rows[t] += [{**keys, **row} for row in r[t]]
+            counts = {"vms": len(r["vms"]), "jobs": len(r["jobs"]), "migrations": len(r["migrations"])}
+            rows["runs"].append({**keys, **counts})
+            if progress:
+                progress(len(rows["runs"]), total)
+    key_types = {"scenario": pl.String, "policy": pl.String, "seed": pl.Int64}
+    return {t: pl.DataFrame(rows[t], schema={**key_types, **SCHEMAS[t]}, orient="row") for t in TABLES}
+
+
+def per_run(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """The headline metrics of each run, long: scenario, policy, seed, metric, value (null where a
+    run has nothing to measure, e.g. a migration's time in a run without migrations). Only the
+    metrics that apply to the scenario: IOPS per VM with fio VMs; job times and TestDFSIO
+    throughput with measured Hadoop jobs; logical distance and ops/s per ZooKeeper application;
+    migrations always."""
+    by = KEYS
+    parts: list[pl.DataFrame] = []
+
+    named: list[str] = []  # metrics that get a row per run even when no run measured them
+
+    def add(df: pl.DataFrame, metric: pl.Expr | str, value: pl.Expr) -> None:
+        if isinstance(metric, str):
+            named.append(metric)
+            metric = pl.lit(metric)
+        parts.append(df.select(*by, metric.alias("metric"), value.cast(pl.Float64).alias("value")))
+
+    fio = tables["vms"].filter(pl.col("kind") == "io_benchmark")
+    if fio.height:
+        add(fio.group_by(by, maintain_order=True).agg(v=pl.col("iops").mean()), "iops_per_vm", pl.col("v"))
+    jobs = tables["jobs"].filter(pl.col("measured")).with_columns(cpu=pl.col("job").str.starts_with("pi"))
+    if jobs.height:
+        per_job = jobs.group_by(*by, "job", maintain_order=True).agg(v=pl.col("time_s").mean())
+        add(per_job, pl.format("job_time_s:{}", "job"), pl.col("v"))
+        io = jobs.group_by(by, maintain_order=True).agg(
+            io=pl.col("time_s").filter(~pl.col("cpu")).mean(),
+            cpu=pl.col("time_s").filter(pl.col("cpu")).mean(),
+            dfsio=pl.col("throughput_mbps").filter(~pl.col("cpu")).mean(),
+        )
+        add(io, "io_job_time_s", pl.col("io"))
+        add(io, "cpu_job_time_s", pl.col("cpu"))
+        add(io, "dfsio_mbps", pl.col("dfsio"))
+    zk = tables["apps"].filter(pl.col("kind") == "zookeeper")
+    for column in ("ld_mean", "ld_final", "ops_s"):
+        if zk.height:
+            add(zk, pl.format(f"{column}:{{}}", "app"), pl.col(column))
+    add(tables["runs"], "migrations", pl.col("migrations"))
+    moved = (
+        tables["migrations"]
+        .group_by(by, maintain_order=True)
+        .agg(pl.col("time_s", "link_share", "slowdown").mean())
+    )
+    for column in ("time_s", "link_share", "slowdown"):
+        add(moved, f"migration_{column}", pl.col(column))
+    long = pl.concat(parts)
+    # Every (run, metric): a run without migrations still has a row for their time (null).
+    metrics = pl.DataFrame({"metric": list(dict.fromkeys([*long["metric"], *named]))})
+    grid = tables["runs"].select(by).join(metrics, how="cross")
+    return grid.join(long, on=[*by, "metric"], how="left", maintain_order="left").select(
+        *by, "metric", "value"
+    )
+
+
+def paper(metric: str) -> str:
+    """The paper's figure for a headline metric ("" where the paper gives none)."""
+    base, _, name = metric.partition(":")
+    if base == "job_time_s":
+        return PAPER["job_time_s:pi"] if name.startswith("pi") else "I/O jobs: −25 % on average"
+    return PAPER.get(base, "")
+
+
+def headline(tables: dict[str, pl.DataFrame], baseline: str = "random") -> pl.DataFrame:
+    """The paper's figures per policy: for each metric of `per_run`, the mean over seeds, its
+    spread (std, min, max) and, against `baseline`, the ratio computed per seed then averaged
+    (vs_baseline, with its min and max; null when `baseline` did not run or measured 0 or
+    nothing). One row per (metric, policy), metric by metric: scenario, metric, policy, seeds
+    (runs that measured it), mean, std, min, max, vs_baseline, vs_baseline_min, vs_baseline_max,
+    paper."""
+    long = per_run(tables)
+    base = long.filter(pl.col("policy") == baseline).select(
+        "scenario", "seed", "metric", pl.col("value").alias("_base")
+    )
+    ratio = pl.when(pl.col("_base") != 0).then(pl.col("value") / pl.col("_base"))
+    return (
+        long.join(base, on=["scenario", "seed", "metric"], how="left", maintain_order="left")
+        .with_columns(ratio.alias("_ratio"))
+        .group_by("scenario", "metric", "policy", maintain_order=True)
+        .agg(
+            pl.col("value").count().alias("seeds"),
+            pl.col("value").mean().alias("mean"),
+            pl.col("value").std().alias("std"),
+            pl.col("value").min().alias("min"),
+            pl.col("value").max().alias("max"),
+            pl.col("_ratio").mean().alias("vs_baseline"),
+            pl.col("_ratio").min().alias("vs_baseline_min"),
+            pl.col("_ratio").max().alias("vs_baseline_max"),
+        )
+        .with_columns(pl.col("metric").map_elements(paper, return_dtype=pl.String).alias("paper"))
+        .sort(_order(long["metric"]), _order(long["policy"]), maintain_order=True)
+    )
+
+
+def _order(column: pl.Series) -> pl.Expr:
+    """Sorts by first appearance in `column`."""
+    first = list(dict.fromkeys(column.to_list()))
+    return pl.col(column.name).replace_strict(first, list(range(len(first))), return_dtype=pl.Int64)
+
+
+def placements(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
+    """Each VM's host over time, rebuilt from the migrations (the results give each VM's final
+    host, and every migration's source, target, start and length): one row per run and change,
+    scenario, policy, seed, t_s, vm, app, host; the first row of each VM at t_s = 0 is where it
+    started. A VM counts on its new host from the end of its migration."""
+    moves = tables["migrations"].with_columns(t_s=pl.col("start_s") + pl.col("time_s"))
+    first = moves.sort("start_s").group_by(*KEYS, "vm", maintain_order=True).agg(pl.col("from").first())
+    start = (
+        tables["vms"]
+        .join(first, on=[*KEYS, "vm"], how="left")
+        .select(*KEYS, pl.lit(0.0).alias("t_s"), "vm", "app", pl.coalesce("from", "host").alias("host"))
+    )
+    apps = tables["vms"].select(*KEYS, "vm", "app")
+    later = moves.join(apps, on=[*KEYS, "vm"], how="left").select(
+        *KEYS, "t_s", "vm", "app", pl.col("to").alias("host")
+    )
+    return pl.concat([start, later]).sort(*KEYS, "t_s", maintain_order=True)
+
+
+def logical_distance(tables: dict[str, pl.DataFrame], apps: Sequence[str]) -> pl.DataFrame:
+    """Spec 003's logical distance of each app in `apps` over time (pairs of its VMs on different
+    hosts), from `placements`: scenario, policy, seed, app, t_s, ld — one row at 0 and one after
+    each of the app's migrations."""
+    rows = []
+    places = placements(tables).filter(pl.col("app").is_in(list(apps)))
+    for (scenario, policy, seed, app), df in places.group_by(*KEYS, "app", maintain_order=True):
+        where: dict[str, str] = {}
+        for t, vm, host in df.select("t_s", "vm", "host").iter_rows():
+            where[vm] = host
+            hosts = list(where.values())
+            n = len(hosts)
+            ld = n * (n - 1) // 2 - sum(c * (c - 1) // 2 for c in map(hosts.count, set(hosts)))
+            rows.append((scenario, policy, seed, app, t, ld))
+    schema = {**dict.fromkeys(["scenario", "policy"], pl.String), "seed": pl.Int64, "app": pl.String}
+    ld = pl.DataFrame(rows, schema={**schema, "t_s": pl.Float64, "ld": pl.Int64}, orient="row")
+    # The starting rows come one per VM; keep each time's last value (all VMs placed at t = 0).
+    return ld.group_by(*KEYS, "app", "t_s", maintain_order=True).last()
