@@ -296,7 +296,7 @@ def test_plan_vms_bad_state_names_the_file_and_field(tmp_path):
 
 
 VMS_FILES = ["summary.csv", "vms.parquet", "jobs.parquet", "apps.parquet", "migrations.parquet"]
-VMS_FILES += ["windows.parquet", "meta.json", "report.html"]
+VMS_FILES += ["windows.parquet", "spread.parquet", "meta.json", "report.html"]
 
 
 def test_sim_vms_writes_every_output_and_prints_the_papers_figures_beside_ours(tmp_path):

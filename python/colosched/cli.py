@@ -459,7 +459,7 @@ def cmd_sim_vms(args: argparse.Namespace) -> int:
     written = [outputs.atomic_write(args.out / "summary.csv", head.write_csv)]
     written += [
         outputs.atomic_write(args.out / f"{name}.parquet", tables[name].write_parquet)
-        for name in ("vms", "jobs", "apps", "migrations", "windows")
+        for name in ("vms", "jobs", "apps", "migrations", "windows", "spread")
     ]
     written.append(
         outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2)))

@@ -65,6 +65,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "slowdown": pl.Float64,
     },
     "windows": {"t_s": pl.Int64, "host": pl.String, "utilisation": pl.Float64, "vms": pl.Int64},
+    "spread": {"t_s": pl.Int64, "app": pl.String, "ld": pl.Int64},
 }
 TABLES = list(SCHEMAS)
 
@@ -143,7 +144,8 @@ def run(
 
     Returns one DataFrame per name in TABLES, each starting with scenario, policy, seed: `runs`
     (one row per run, with its counts of VMs, jobs and migrations), and one row per VM, Hadoop
-    job, application, migration and (window, host) of each run. The scenario is read and
+    job, application, migration, (window, host) and (window, `spread` application: its logical
+    distance at the window's end) of each run. The scenario is read and
     checked before the first run (ValueError naming the file and key)."""
     names = expand_policies(policies)
     loaded = _native.VmsScenario(str(scenario))
@@ -259,42 +261,3 @@ def _order(column: pl.Series) -> pl.Expr:
     """Sorts by first appearance in `column`."""
     first = list(dict.fromkeys(column.to_list()))
     return pl.col(column.name).replace_strict(first, list(range(len(first))), return_dtype=pl.Int64)
-
-
-def placements(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
-    """Each VM's host over time, rebuilt from the migrations (the results give each VM's final
-    host, and every migration's source, target, start and length): one row per run and change,
-    scenario, policy, seed, t_s, vm, app, host; the first row of each VM at t_s = 0 is where it
-    started. A VM counts on its new host from the end of its migration."""
-    moves = tables["migrations"].with_columns(t_s=pl.col("start_s") + pl.col("time_s"))
-    first = moves.sort("start_s").group_by(*KEYS, "vm", maintain_order=True).agg(pl.col("from").first())
-    start = (
-        tables["vms"]
-        .join(first, on=[*KEYS, "vm"], how="left")
-        .select(*KEYS, pl.lit(0.0).alias("t_s"), "vm", "app", pl.coalesce("from", "host").alias("host"))
-    )
-    apps = tables["vms"].select(*KEYS, "vm", "app")
-    later = moves.join(apps, on=[*KEYS, "vm"], how="left").select(
-        *KEYS, "t_s", "vm", "app", pl.col("to").alias("host")
-    )
-    return pl.concat([start, later]).sort(*KEYS, "t_s", maintain_order=True)
-
-
-def logical_distance(tables: dict[str, pl.DataFrame], apps: Sequence[str]) -> pl.DataFrame:
-    """Spec 003's logical distance of each app in `apps` over time (pairs of its VMs on different
-    hosts), from `placements`: scenario, policy, seed, app, t_s, ld — one row at 0 and one after
-    each of the app's migrations."""
-    rows = []
-    places = placements(tables).filter(pl.col("app").is_in(list(apps)))
-    for (scenario, policy, seed, app), df in places.group_by(*KEYS, "app", maintain_order=True):
-        where: dict[str, str] = {}
-        for t, vm, host in df.select("t_s", "vm", "host").iter_rows():
-            where[vm] = host
-            hosts = list(where.values())
-            n = len(hosts)
-            ld = n * (n - 1) // 2 - sum(c * (c - 1) // 2 for c in map(hosts.count, set(hosts)))
-            rows.append((scenario, policy, seed, app, t, ld))
-    schema = {**dict.fromkeys(["scenario", "policy"], pl.String), "seed": pl.Int64, "app": pl.String}
-    ld = pl.DataFrame(rows, schema={**schema, "t_s": pl.Float64, "ld": pl.Int64}, orient="row")
-    # The starting rows come one per VM; keep each time's last value (all VMs placed at t = 0).
-    return ld.group_by(*KEYS, "app", "t_s", maintain_order=True).last()

@@ -157,13 +157,13 @@ def _fig_migrations(tables, policies, colours, seed: int) -> _Figure | None:
     )
     if apps:
         ax = fig.add_subplot(1, 2, 2)
-        ld = vmsim.logical_distance({t: df.filter(pl.col("seed") == seed) for t, df in tables.items()}, apps)
+        ld = tables["spread"].filter(pl.col("seed") == seed)
         for a in apps:
             for p in policies:
                 line = ld.filter((pl.col("app") == a) & (pl.col("policy") == p))
                 if line.height:
                     t, y = line["t_s"].to_numpy(), line["ld"].to_numpy()
-                    ax.step(np.r_[t, end] / 60, np.r_[y, y[-1]], where="post", color=colours[p],
+                    ax.step(t / 60, y, where="post", color=colours[p],
                             label=p if len(apps) == 1 else f"{a} {p}")  # fmt: skip
             best = spread.filter(pl.col("app") == a)["ld_best"].max()
             ax.axhline(best, color="#444", linewidth=0.8, linestyle="--")

@@ -32,6 +32,8 @@ pub struct RunResult {
     pub migrations: Vec<MigrationResult>,
     /// Each host's SSD utilisation, mean over each window.
     pub windows: Vec<WindowResult>,
+    /// Each `spread` application's logical distance at each window's end.
+    pub spread: Vec<SpreadResult>,
 }
 
 /// Per VM, over the measured time (after `measure_from_s`).
@@ -97,6 +99,13 @@ pub struct WindowResult {
     pub utilisation: f64,
     /// VMs on it at the window's end.
     pub vms: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SpreadResult {
+    pub t_s: u32,
+    pub app: String,
+    pub ld: usize,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -252,6 +261,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
         apps: Vec::new(),
         migrations: Vec::new(),
         windows: Vec::new(),
+        spread: Vec::new(),
     };
     let mut util_prev = vec![0.0f64; nh];
     let mut w_util = vec![0.0f64; nh];
@@ -450,6 +460,15 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 *u = 0.0;
             }
             let cluster = observed(s, &hosts, &vms, w);
+            for (a, app) in s.apps.iter().enumerate() {
+                if app.preference() == Preference::Spread {
+                    out.spread.push(SpreadResult {
+                        t_s: end,
+                        app: app.id.clone(),
+                        ld: logical_distance(&cluster, &cluster.placement(), a),
+                    });
+                }
+            }
             if end > s.measure_from_s {
                 for (a, sum) in ld_sum.iter_mut().enumerate() {
                     *sum += logical_distance(&cluster, &cluster.placement(), a) as f64;
