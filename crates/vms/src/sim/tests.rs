@@ -50,7 +50,9 @@ fn random_moves_one_vm_a_window_and_a_migration_costs_what_the_paper_measured() 
         assert!((12.0..=16.0).contains(&m.time_s), "{m:?}");
         assert!((m.link_share - 0.4).abs() < 1e-9);
         assert!(m.mb > 6144.0 + 256.0 && m.downtime_ms <= 300.0 + 1e-9);
-        // The moved VM pays at least the dirty-page tracking's 5 %, and less than half.
+        // Reads: the moved VM pays the dirty-page tracking's 5 % and more, as the copy takes
+        // from its SSD; and less than half. (Where a shared limit binds, as the backend does
+        // for writes, asking 5 % less loses less than 5 %: the others on it give way.)
         assert!(m.slowdown >= 0.05 - 1e-9 && m.slowdown < 0.5, "{m:?}");
     }
 }
