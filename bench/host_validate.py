@@ -175,7 +175,14 @@ def real_run(
             p.wait()
 
 
-def scenario_toml(hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: float, base_ms: float) -> str:
+def scenario_toml(
+    hogs: int,
+    slice_ms: float | None,
+    cpu_us: float,
+    horizon_s: float,
+    base_ms: float,
+    ping_ms: float = PING_INTERVAL_MS,
+) -> str:
     """The simulated twin: 2 cores (the client's reserved), the echo VM and `hogs` hog VMs. Every
     task without a slice of its own gets `base_ms`, the kernel's default as sched_getattr reports
     it (6.18: 0.7 ms × (1 + log2 CPUs) = 1.4 ms here; the simulator's `eevdf` assumes 0.75 ms ×)."""
@@ -196,7 +203,7 @@ def scenario_toml(hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: f
         "delay_ms = 0",
         "cap_mbit_s = 10000",
         f"cpu_us_per_packet = {max(cpu_us, 0.1):.3f}",
-        f"ping_interval_ms = {PING_INTERVAL_MS}",
+        f"ping_interval_ms = {ping_ms}",
     ]
     lines.append(f"slice_ms = {base_ms if slice_ms is None else slice_ms}")
     for i in range(hogs):
@@ -206,14 +213,19 @@ def scenario_toml(hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: f
 
 
 def sim_run(
-    hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: float, base_ms: float
+    hogs: int,
+    slice_ms: float | None,
+    cpu_us: float,
+    horizon_s: float,
+    base_ms: float,
+    ping_ms: float = PING_INTERVAL_MS,
 ) -> list[float]:
-    """The echo VM's ping round trips (ms) under the simulator's `eevdf`."""
+    """The echo VM's ping round trips (ms) under the simulator's `eevdf`, a ping every `ping_ms`."""
     from colosched import host
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "echo.toml"
-        path.write_text(scenario_toml(hogs, slice_ms, cpu_us, horizon_s, base_ms))
+        path.write_text(scenario_toml(hogs, slice_ms, cpu_us, horizon_s, base_ms, ping_ms))
         _, vms = host.run(str(path), ["eevdf"], seeds=[1])
     return list(vms.filter(vms["vm"] == "echo")["ping_rtts_ms"][0])
 

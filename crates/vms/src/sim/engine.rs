@@ -12,7 +12,7 @@
 use serde::Serialize;
 
 use super::io::{self, Demand, Limit, Stream};
-use super::scenario::{job_kind, Initial, InitialRule, JobKind, Rw, Scenario, Workload};
+use super::scenario::{job_kind, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload};
 use crate::decide::detect::{Detector, PeakDemand};
 use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
 use crate::decide::plan::{best_distance, plan, random_move, Move};
@@ -302,13 +302,11 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
 
         // I/O this step: with the migrations' costs, and (for the slowdown) without.
         let streams: Vec<Option<Stream>> = vms.iter().map(|v| stream(s, v)).collect();
-        let with = step_io(s, &hosts, &vms, &streams, &moving, &util_prev, true);
+        let with = step_io(s, &hosts, &vms, &streams, &moving, true);
         let without = if moving.is_empty() {
             None
         } else {
-            Some(step_io(
-                s, &hosts, &vms, &streams, &moving, &util_prev, false,
-            ))
+            Some(step_io(s, &hosts, &vms, &streams, &moving, false))
         };
 
         // Progress: I/O, CPU, ZooKeeper.
@@ -397,7 +395,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 mig.slow_n += 1.0;
             }
         }
-        zookeeper_ops(s, &mut vms, &util_prev);
+        zookeeper_ops(s, &hosts, &mut vms, &util_prev);
         for h in 0..nh {
             util_prev[h] = (ssd_ops[h] / hosts[h].ssd_iops).max(ssd_mb[h] / hosts[h].ssd_bw_mbps);
             w_util[h] += util_prev[h];
@@ -640,11 +638,10 @@ struct StepIo {
 /// reference).
 fn step_io(
     s: &Scenario,
-    hosts: &[&super::scenario::HostGroup],
+    hosts: &[&HostGroup],
     vms: &[VmState],
     streams: &[Option<Stream>],
     moving: &[Migration],
-    _util: &[f64],
     migrations: bool,
 ) -> StepIo {
     let nh = hosts.len();
@@ -720,7 +717,7 @@ fn step_io(
 
 fn start_migration(
     s: &Scenario,
-    hosts: &[&super::scenario::HostGroup],
+    hosts: &[&HostGroup],
     vms: &mut [VmState],
     m: Move,
     now: f64,
@@ -843,7 +840,7 @@ fn finish_task(
 /// arrives; a write goes to the leader (the application's first VM), which waits for a majority's
 /// acknowledgements (the slowest round trip it needs) and its log write (the SSD's latency,
 /// longer when its SSD is busy).
-fn zookeeper_ops(s: &Scenario, vms: &mut [VmState], util: &[f64]) {
+fn zookeeper_ops(s: &Scenario, hosts: &[&HostGroup], vms: &mut [VmState], util: &[f64]) {
     for (a, app) in s.apps.iter().enumerate() {
         let Workload::Zookeeper {
             outstanding,
@@ -866,7 +863,7 @@ fn zookeeper_ops(s: &Scenario, vms: &mut [VmState], util: &[f64]) {
         acks.sort_by(f64::total_cmp);
         let need = members.len() / 2; // followers in a majority, with the leader
         let quorum = if need == 0 { 0.0 } else { acks[need - 1] };
-        let ssd = s.host_list()[leader].ssd_latency_ms;
+        let ssd = hosts[leader].ssd_latency_ms;
         let log = ssd / (1.0 - util[leader].min(0.9));
         for (k, &i) in members.iter().enumerate() {
             let to_leader = if k == 0 { 0.0 } else { rtt(vms[i].host) };
@@ -883,12 +880,7 @@ fn zookeeper_ops(s: &Scenario, vms: &mut [VmState], util: &[f64]) {
 
 /// The cluster as a controller sees it at a window's end: each VM's SSD load is what it asked
 /// of its SSD in the window (operations and MB per second).
-fn observed(
-    s: &Scenario,
-    hosts: &[&super::scenario::HostGroup],
-    vms: &[VmState],
-    window_s: f64,
-) -> Cluster {
+fn observed(s: &Scenario, hosts: &[&HostGroup], vms: &[VmState], window_s: f64) -> Cluster {
     Cluster {
         hosts: (hosts.iter().enumerate())
             .map(|(h, g)| Host {
