@@ -21,11 +21,11 @@ agent-static:
 		-p colosched-agent --bin colosched-agent -p colosched-memwatch --bin memwatch
 
 venv: $(VENV)/.deps-ok
-$(VENV)/.deps-ok: pyproject.toml
+$(VENV)/.deps-ok: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "maturin>=1.5,<2" "polars>=1.0" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" \
-		"pytest>=8" "ruff>=0.5"
+		"pytest>=8" "ruff>=0.5" "ray>=2.9"
 	touch $@
 
 # Builds the Rust engine in release mode and installs the package (editable) into .venv.

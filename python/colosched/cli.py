@@ -168,6 +168,19 @@ SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
+def add_sweep_args(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument(
+        "--executor",
+        default="local",
+        help="local (processes on this machine, default), ray (a Ray started for the sweep) or "
+        "ray:ADDRESS (an existing Ray cluster, e.g. ray:10.0.0.1:6379); docs/scale-out.md",
+    )
+    if what != "cluster":  # sweep cluster has its own --jobs and --out
+        p.add_argument("--jobs", type=positive_int, default=None, help="local worker processes")
+        p.add_argument("--out", type=Path, default=Path(f"out/sweep-{what}"))
+    p.epilog = "Each point is kept under OUT/points/ as it ends: a rerun computes only the missing ones."
+
+
 def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
     p.add_argument(
         "--trace",
@@ -286,40 +299,143 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
+def sweep_progress(description: str):
+    """A progress bar for a sweep: points done of all, running, failed, and the time left."""
+    if not console.is_terminal:
+        return None, None
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn(
+            "{task.completed}/{task.total} done, {task.fields[running]} running, {task.fields[failed]} failed"
+        ),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    task = bar.add_task(description, total=None, running=0, failed=0)
+
+    def tick(state: dict[str, int]) -> None:
+        bar.update(
+            task,
+            completed=state["done"],
+            total=state["total"],
+            running=state["running"],
+            failed=state["failed"],
+        )
+
+    return bar, tick
+
+
+def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
+    """The points on `--executor`, resumable under `--out`; the combined table and the wall time."""
+    from colosched import sweep
+
+    bar, tick = sweep_progress(f"sweep {what}: {len(points)} points on {args.executor}")
+    counts: dict[str, int] = {}
+
+    def progress(state: dict[str, int]) -> None:
+        counts.update(state)
+        if tick:
+            tick(state)
+
+    started = time.perf_counter()
+    with bar or contextlib.nullcontext():
+        table = sweep.run(points, args.out, executor=args.executor, jobs=args.jobs, progress=progress)
+    wall = time.perf_counter() - started
+    print(
+        f"{counts['total']} points: {counts['computed']} computed on {args.executor}, "
+        f"{counts['total'] - counts['computed']} already under {args.out / sweep.POINTS}, in {wall:.1f} s",
+        file=sys.stderr,
+    )
+    return table, wall
+
+
 def cmd_sweep_cluster(args: argparse.Namespace) -> int:
     from colosched import sweep
 
     params = sim_params(args)
     resolved = cluster.resolve(args.profile, **params)
-    root, trace = load_trace(args)
-    policies = cluster.expand_policies(args.policy or ["no_migration", "coarse", "fine:mem_usage"])
-    bar, tick = progress_bar(f"sweep: {len(args.machines)}×{len(args.overcommit_ratio)} points")
-    started = time.perf_counter()
-    with bar or contextlib.nullcontext():
-        table = sweep.run_grid(
-            root,
-            args.parts,
-            policies,
-            args.machines,
-            args.overcommit_ratio,
-            seeds=[args.seed + i for i in range(args.seeds)],
-            usage_seed=args.usage_seed,
-            profile=args.profile,
-            params=params,
-            jobs=args.jobs,
-            cache_dir=args.cache_dir,
-            progress=tick,
-        )
+    root, trace = load_trace(args)  # parsed once here: the points read the cache
+    seeds = [args.seed + i for i in range(args.seeds)]
+    policies = args.policy or ["no_migration", "coarse", "fine:mem_usage"]
+    cache = None if args.cache_dir is None else str(args.cache_dir)
+    points = sweep.cluster_points(
+        str(root), args.parts, policies, args.machines, args.overcommit_ratio, seeds,
+        usage_seed=args.usage_seed, profile=args.profile, params=params, cache_dir=cache,
+    )  # fmt: skip
+    table, wall = run_sweep(args, points, "cluster")
+    table = table.sort(sweep.GRID_KEYS["cluster"])
     resolved.update(machines=args.machines, overcommit_ratio=args.overcommit_ratio)
     resolved.pop("seed")
-    resolved.update(seeds=[args.seed + i for i in range(args.seeds)], usage_seed=args.usage_seed)
-    meta = run_meta(args, root, trace, time.perf_counter() - started, resolved)
+    resolved.update(seeds=seeds, usage_seed=args.usage_seed)
+    meta = run_meta(args, root, trace, wall, resolved) | {"executor": args.executor}
     written = outputs.write_sweep(args.out, table, meta, report=not args.no_report)
     if args.json:
         for row in table.iter_rows(named=True):
             print(json.dumps(row), flush=True)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
     return 0
+
+
+def cmd_sweep_vms(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from colosched import sweep, vms
+
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    names = vms.expand_policies(args.policy or ["all"])
+    baseline = "random" if "random" in names else names[0]
+    table, wall = run_sweep(args, sweep.vms_points(args.scenario, names, seeds), "vms")
+    head = pl.concat([vms.summarise(t, baseline) for _, t in table.group_by("scenario", maintain_order=True)])
+    meta = {"command": "sweep vms", "version": __version__, "scenarios": args.scenario, "policies": names}
+    meta |= {"baseline": baseline, "seeds": seeds, "executor": args.executor, "wall_s": wall}
+    written = write_sweep_tables(args.out, table, head, meta)
+    if args.json:
+        for row in head.iter_rows(named=True):
+            print(json.dumps(row), flush=True)
+    else:
+        for _, h in head.group_by("scenario", maintain_order=True):
+            show_vms_table(h, baseline, len(seeds), wall)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
+    return 0
+
+
+def cmd_sweep_host(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from colosched import host, sweep
+
+    seeds = list(range(args.seed, args.seed + args.seeds))
+    names = host.expand_schedulers(args.scheduler or ["all"])
+    table, wall = run_sweep(args, sweep.host_points(args.scenario, names, seeds), "host")
+    head = pl.concat(
+        [
+            host.per_vm(t, names[0]).select(pl.lit(s).alias("scenario"), pl.all())
+            for (s,), t in table.group_by("scenario", maintain_order=True)
+        ]
+    )
+    meta = {"command": "sweep host", "version": __version__, "scenarios": args.scenario, "schedulers": names}
+    meta |= {"seeds": seeds, "executor": args.executor, "wall_s": wall}
+    written = write_sweep_tables(args.out, table, head, meta)
+    if args.json:
+        for row in head.iter_rows(named=True):
+            print(json.dumps(row), flush=True)
+    else:
+        for (_,), t in table.group_by("scenario", maintain_order=True):
+            show_host_table(t, names[0], wall)
+    console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
+    return 0
+
+
+def write_sweep_tables(out: Path, table, head, meta: dict) -> list[Path]:
+    """sweep.parquet (every point's rows), summary.csv (per scenario and policy), meta.json."""
+    return [
+        outputs.atomic_write(out / "sweep.parquet", table.write_parquet),
+        outputs.atomic_write(out / "summary.csv", head.write_csv),
+        outputs.atomic_write(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
+    ]
 
 
 def run_meta(args: argparse.Namespace, root: Path, trace, wall: float, params: dict) -> dict[str, Any]:
@@ -618,7 +734,26 @@ def parser() -> argparse.ArgumentParser:
     sw = sub.add_parser("sweep", help="parameter sweeps").add_subparsers(dest="what", required=True)
     p = sw.add_parser("cluster", help="grid over machines × overcommit ratio (thesis Figs. 5-7, 5-8)")
     add_sim_args(p, sweep=True)
+    add_sweep_args(p, "cluster")
     p.set_defaults(func=cmd_sweep_cluster)
+    p = sw.add_parser("host", help="host scenarios × schedulers × seeds (docs/host-sim.md)")
+    p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
+    p.add_argument(
+        "--scheduler", action="append", help=f"name, comma list or 'all': {', '.join(host.SCHEDULERS)}"
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
+    p.add_argument("--json", action="store_true", help="the summary as JSON lines")
+    add_sweep_args(p, "host")
+    p.set_defaults(func=cmd_sweep_host)
+    p = sw.add_parser("vms", help="VM-level scenarios × policies × seeds (docs/vm-sim.md)")
+    p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
+    p.add_argument("--policy", action="append", help="name, comma list or 'all' (default)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
+    p.add_argument("--json", action="store_true", help="the summary as JSON lines")
+    add_sweep_args(p, "vms")
+    p.set_defaults(func=cmd_sweep_vms)
 
     tr = sub.add_parser("trace", help="trace tools").add_subparsers(dest="what", required=True)
     p = tr.add_parser("info", help="ingest a trace and print what was read")
@@ -687,6 +822,9 @@ def main(argv: list[str] | None = None) -> int:
         # One plain line, never wrapped, so the file:line:column stays whole for scripts and grep.
         print(f"colosched: error: {e}", file=sys.stderr)
         return BAD_INPUT
+    except RuntimeError as e:  # points of a sweep failed: the others are kept, a rerun retries these
+        print(f"colosched: {e}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
         return 130

@@ -227,13 +227,17 @@ def paper(metric: str) -> str:
 
 
 def headline(tables: dict[str, pl.DataFrame], baseline: str = "random") -> pl.DataFrame:
+    """`summarise(per_run(tables), baseline)`."""
+    return summarise(per_run(tables), baseline)
+
+
+def summarise(long: pl.DataFrame, baseline: str = "random") -> pl.DataFrame:
     """The paper's figures per policy: for each metric of `per_run`, the mean over seeds, its
     spread (std, min, max) and, against `baseline`, the ratio computed per seed then averaged
     (vs_baseline, with its min and max; null when `baseline` did not run or measured 0 or
     nothing). One row per (metric, policy), metric by metric: scenario, metric, policy, seeds
     (runs that measured it), mean, std, min, max, vs_baseline, vs_baseline_min, vs_baseline_max,
-    paper."""
-    long = per_run(tables)
+    paper. `long` is `per_run`'s table (or a sweep's, which is the same per run)."""
     base = long.filter(pl.col("policy") == baseline).select(
         "scenario", "seed", "metric", pl.col("value").alias("_base")
     )

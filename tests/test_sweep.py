@@ -1,0 +1,232 @@
+"""Sweeps on local processes and on a real Ray cluster (issue 17).
+
+The Ray cluster is a head and 2 worker nodes started by the test with `ray start --block`, 1 CPU
+each, inside a network namespace of the test's own that has only loopback: Ray then listens on
+127.0.0.1 alone, and nothing leaves the machine. The test stops what it started (every process
+in its namespace) and removes the namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import polars as pl
+import pytest
+
+from colosched import sweep, vms
+
+VENV = Path(sys.executable).parent
+PORT = 6390
+PRESETS = Path(__file__).resolve().parents[1] / "crates" / "vms" / "scenarios"
+
+
+def run(*cmd: str, ns: str | None = None, env=None, timeout: float = 300.0) -> subprocess.CompletedProcess:
+    prefix = ["ip", "netns", "exec", ns] if ns else []
+    return subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def long_scenario(tmp_path: Path, hours: float) -> Path:
+    """The fio-read preset run for `hours` simulated hours (about 4 ms of CPU per hour)."""
+    text = (PRESETS / "spec003-fio-read.toml").read_text()
+    path = tmp_path / "fio-long.toml"
+    path.write_text(text.replace("duration_s = 3600", f"duration_s = {int(hours * 3600)}"))
+    return path
+
+
+def test_local_sweep_keeps_each_point_and_a_rerun_computes_only_the_missing(tmp_path):
+    points = sweep.vms_points(["spec003-zookeeper"], ["random", "planner"], seeds=[1, 2, 3])
+    states: list[dict] = []
+    first = sweep.run(points, tmp_path, executor="local", jobs=2, progress=states.append)
+    assert states[-1] == {"total": 6, "done": 6, "running": 0, "failed": 0, "computed": 6}
+    files = sorted((tmp_path / sweep.POINTS).iterdir())
+    assert len(files) == 6 and all(f.suffix == ".parquet" for f in files)
+    # The same as running the points here, one by one.
+    direct = pl.concat([sweep.compute(p) for p in points], how="diagonal_relaxed")
+    assert first.equals(direct)
+    # Two points lost: a rerun computes those two and gives the same table.
+    files[0].unlink()
+    files[3].unlink()
+    states.clear()
+    again = sweep.run(points, tmp_path, executor="local", jobs=2, progress=states.append)
+    assert states[0]["done"] == 4 and states[-1]["computed"] == 2
+    assert again.equals(first)
+    # The per-run headline of a sweep is vms.headline of the same runs.
+    tables = vms.run("spec003-zookeeper", ["random", "planner"], [1, 2, 3])
+    assert vms.summarise(first, "random").equals(vms.headline(tables, "random"))
+
+
+def test_a_failing_point_is_not_written_and_the_others_are(tmp_path):
+    points = sweep.vms_points(["spec003-zookeeper"], ["random"], seeds=[1, 2])
+    bad = {**points[0], "scenario": str(tmp_path / "gone.toml")}
+    with pytest.raises(RuntimeError, match="1 point"):
+        sweep.run([bad, *points], tmp_path, executor="local", jobs=1)
+    assert len(list((tmp_path / sweep.POINTS).iterdir())) == 2
+    with pytest.raises(ValueError, match="expected local, ray or ray:ADDRESS"):
+        sweep.run(points, tmp_path, executor="spark")
+
+
+def test_sweep_cli_help_and_bad_executor(tmp_path):
+    r = run(str(VENV / "colosched"), "sweep", "vms", "--help")
+    assert r.returncode == 0 and "--executor" in r.stdout and "rerun" in r.stdout
+    r = run(str(VENV / "colosched"), "sweep", "vms", "--scenario", "spec003-zookeeper", "--executor", "yarn",
+            "--out", str(tmp_path))  # fmt: skip
+    assert r.returncode == 2 and "--executor 'yarn'" in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """(namespace, address, env) of a head and 2 workers on loopback; all stopped after. Every
+    Ray process (nodes and drivers) gets `env`: a HOME of its own, so the user's ~/.ray is
+    neither read nor written (Ray turns token authentication on when ~/.ray/auth_token exists,
+    and a driver without the token is then refused), and authentication off on this
+    loopback-only cluster."""
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("needs root and iproute2 for a private network namespace")
+    if not (VENV / "ray").exists():
+        pytest.fail("ray is not installed in the venv: `make venv` installs it")
+    ns = f"cs-ray-{os.getpid()}"
+    assert run("ip", "netns", "add", ns).returncode == 0
+    run("ip", "link", "set", "lo", "up", ns=ns)
+    temp = tmp_path_factory.mktemp("ray")
+    (temp / "home").mkdir()
+    env = {
+        **os.environ,
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "RAY_AUTH_MODE": "disabled",
+        "HOME": str(temp / "home"),
+    }
+    common = ["--num-cpus", "1", "--block", "--disable-usage-stats", "--temp-dir", str(temp)]
+    nodes = []
+    try:
+        head = [
+            str(VENV / "ray"),
+            "start",
+            "--head",
+            "--port",
+            str(PORT),
+            "--include-dashboard=false",
+            *common,
+        ]
+        worker = [str(VENV / "ray"), "start", "--address", f"127.0.0.1:{PORT}", *common]
+        probe = (
+            f"import ray; ray.init(address='127.0.0.1:{PORT}'); print(sum(n['Alive'] for n in ray.nodes()))"
+        )
+        # One node at a time: two raylets starting together on one address can pick the same
+        # port ("bind: Address already in use"), and one of them never joins.
+        for cmd in [head, worker, worker]:
+            log = open(temp / f"node{len(nodes)}.log", "w")
+            nodes.append(subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=log, stderr=log, env=env,
+                                          start_new_session=True))  # fmt: skip
+            deadline = time.monotonic() + 60
+            while True:
+                r = run(sys.executable, "-c", probe, ns=ns, env=env, timeout=60)
+                if r.stdout.strip() == str(len(nodes)):
+                    break
+                assert time.monotonic() < deadline, (
+                    f"node {len(nodes) - 1} did not join: {r.stdout} {r.stderr[-1500:]} "
+                    f"{(temp / f'node{len(nodes) - 1}.log').read_text()[-1500:]}"
+                )
+                time.sleep(0.5)
+        yield ns, f"127.0.0.1:{PORT}", env
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in nodes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        left = run("ip", "netns", "pids", ns).stdout.split()
+        for pid in left:  # only processes of our namespace
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        run("ip", "netns", "del", ns)
+
+
+def sweep_cmd(out: Path, scenario: str, executor: str, seeds: int = 2) -> list[str]:
+    return [str(VENV / "colosched"), "sweep", "vms", "--scenario", scenario, "--seeds", str(seeds),
+            "--executor", executor, "--out", str(out), "--json"]  # fmt: skip
+
+
+def test_ray_sweep_equals_the_local_one(ray_cluster, tmp_path):
+    ns, address, env = ray_cluster
+    local = run(*sweep_cmd(tmp_path / "local", "spec003-zookeeper", "local"))
+    assert local.returncode == 0, local.stderr
+    remote = run(*sweep_cmd(tmp_path / "ray", "spec003-zookeeper", f"ray:{address}"), ns=ns, env=env)
+    assert remote.returncode == 0, remote.stderr[-3000:]
+    assert "8 computed on ray:" in remote.stderr + remote.stdout
+    a, b = (pl.read_parquet(tmp_path / d / "sweep.parquet") for d in ("local", "ray"))
+    assert a.height == 8 * len(vms.per_run(vms.run("spec003-zookeeper", ["random"], [1])))
+    assert a.equals(b), "bit for bit, whichever executor ran the points"
+
+    def rows(r):
+        return [line for line in r.stdout.splitlines() if line.startswith("{")]
+
+    assert rows(local) == rows(remote) and rows(local)
+
+
+def _points_written(out: Path) -> int:
+    where = out / sweep.POINTS
+    return len([f for f in where.iterdir() if f.suffix == ".parquet"]) if where.exists() else 0
+
+
+def test_a_worker_killed_mid_sweep_is_retried_and_the_results_are_the_same(ray_cluster, tmp_path):
+    ns, address, env = ray_cluster
+    scenario = long_scenario(tmp_path, 200)  # about a second per point
+    driver = subprocess.Popen(
+        ["ip", "netns", "exec", ns, *sweep_cmd(tmp_path / "ray", str(scenario), f"ray:{address}")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    killed = None
+    deadline = time.monotonic() + 120
+    while killed is None and time.monotonic() < deadline and driver.poll() is None:
+        for pid in run("ip", "netns", "pids", ns).stdout.split():
+            try:
+                name = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+            except OSError:
+                continue
+            if name.startswith(b"ray::compute"):  # a worker running a point
+                os.kill(int(pid), signal.SIGKILL)
+                killed = int(pid)
+                break
+        time.sleep(0.05)
+    out, err = driver.communicate(timeout=600)
+    assert killed, "no worker was seen running a point"
+    assert driver.returncode == 0, err[-3000:]
+    local = run(*sweep_cmd(tmp_path / "local", str(scenario), "local"))
+    assert local.returncode == 0, local.stderr
+    a, b = (pl.read_parquet(tmp_path / d / "sweep.parquet") for d in ("local", "ray"))
+    assert a.equals(b)
+
+
+def test_a_rerun_after_an_interrupted_ray_sweep_computes_only_the_missing_points(ray_cluster, tmp_path):
+    ns, address, env = ray_cluster
+    scenario = long_scenario(tmp_path, 200)
+    out = tmp_path / "ray"
+    driver = subprocess.Popen(
+        ["ip", "netns", "exec", ns, *sweep_cmd(out, str(scenario), f"ray:{address}", seeds=3)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    deadline = time.monotonic() + 120
+    while _points_written(out) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    driver.send_signal(signal.SIGINT)  # `ip netns exec` passes it on to the sweep
+    driver.communicate(timeout=120)
+    done = _points_written(out)
+    assert 2 <= done < 12, done
+    # Whatever was written is whole; nothing else is in the way.
+    for f in (out / sweep.POINTS).iterdir():
+        assert f.suffix == ".parquet" and pl.read_parquet(f).height > 0, f
+    again = run(*sweep_cmd(out, str(scenario), f"ray:{address}", seeds=3), ns=ns, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"12 points: {12 - done} computed" in again.stderr + again.stdout
