@@ -230,3 +230,36 @@ def test_a_rerun_after_an_interrupted_ray_sweep_computes_only_the_missing_points
     again = run(*sweep_cmd(out, str(scenario), f"ray:{address}", seeds=3), ns=ns, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"12 points: {12 - done} computed" in again.stderr + again.stdout
+
+
+def test_sweep_host_equals_the_host_runs_and_bad_scenarios_write_nothing(tmp_path):
+    from colosched import host
+
+    args = [
+        "--scenario",
+        "spec001-sketch",
+        "--scheduler",
+        "credit,ia",
+        "--seeds",
+        "2",
+        "--out",
+        str(tmp_path / "h"),
+    ]
+    r = run(str(VENV / "colosched"), "sweep", "host", *args)
+    assert r.returncode == 0, r.stderr
+    swept = pl.read_parquet(tmp_path / "h" / "sweep.parquet")
+    _, vms_rows = host.run("spec001-sketch", ["credit", "ia"], seeds=[1, 2])
+    assert swept.drop("scenario").equals(vms_rows.drop("ping_rtts_ms", "scenario"))
+    for kind in ("host", "vms"):
+        out = tmp_path / f"bad-{kind}"
+        r = run(
+            str(VENV / "colosched"),
+            "sweep",
+            kind,
+            "--scenario",
+            str(tmp_path / "nope.toml"),
+            "--out",
+            str(out),
+        )
+        assert r.returncode == 2 and "nope.toml" in r.stderr, r.stderr
+        assert not out.exists(), "nothing written for a scenario that does not check"

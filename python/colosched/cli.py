@@ -236,20 +236,28 @@ def sim_params(args: argparse.Namespace) -> dict[str, Any]:
     return {**params, **(args.migratable or {})}
 
 
-def progress_bar(description: str):
-    """A rich progress bar on a terminal; nothing when output is redirected."""
+def progress_bar(description: str, sweep: bool = False):
+    """A rich progress bar on a terminal; nothing when output is redirected. Its tick takes
+    (done, total), or with `sweep` the state `sweep.run` reports (points done, running, failed)."""
     if not console.is_terminal:
         return None, None
+    counts = (
+        "{task.completed}/{task.total} done, {task.fields[running]} running, {task.fields[failed]} failed"
+    )
     bar = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
-        TextColumn("{task.percentage:>3.0f}%"),
+        TextColumn(counts if sweep else "{task.percentage:>3.0f}%"),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,
         transient=True,
     )
-    task = bar.add_task(description, total=None)
+    task = bar.add_task(description, total=None, running=0, failed=0)
+    if sweep:
+        return bar, lambda st: bar.update(
+            task, completed=st["done"], total=st["total"], running=st["running"], failed=st["failed"]
+        )
     return bar, lambda done, total: bar.update(task, completed=done, total=total)
 
 
@@ -299,40 +307,11 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
     return 0
 
 
-def sweep_progress(description: str):
-    """A progress bar for a sweep: points done of all, running, failed, and the time left."""
-    if not console.is_terminal:
-        return None, None
-    bar = Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        TextColumn(
-            "{task.completed}/{task.total} done, {task.fields[running]} running, {task.fields[failed]} failed"
-        ),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-    )
-    task = bar.add_task(description, total=None, running=0, failed=0)
-
-    def tick(state: dict[str, int]) -> None:
-        bar.update(
-            task,
-            completed=state["done"],
-            total=state["total"],
-            running=state["running"],
-            failed=state["failed"],
-        )
-
-    return bar, tick
-
-
 def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
     """The points on `--executor`, resumable under `--out`; the combined table and the wall time."""
     from colosched import sweep
 
-    bar, tick = sweep_progress(f"sweep {what}: {len(points)} points on {args.executor}")
+    bar, tick = progress_bar(f"sweep {what}: {len(points)} points on {args.executor}", sweep=True)
     counts: dict[str, int] = {}
 
     def progress(state: dict[str, int]) -> None:
@@ -736,24 +715,18 @@ def parser() -> argparse.ArgumentParser:
     add_sim_args(p, sweep=True)
     add_sweep_args(p, "cluster")
     p.set_defaults(func=cmd_sweep_cluster)
-    p = sw.add_parser("host", help="host scenarios × schedulers × seeds (docs/host-sim.md)")
-    p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
-    p.add_argument(
-        "--scheduler", action="append", help=f"name, comma list or 'all': {', '.join(host.SCHEDULERS)}"
-    )
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
-    p.add_argument("--json", action="store_true", help="the summary as JSON lines")
-    add_sweep_args(p, "host")
-    p.set_defaults(func=cmd_sweep_host)
-    p = sw.add_parser("vms", help="VM-level scenarios × policies × seeds (docs/vm-sim.md)")
-    p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
-    p.add_argument("--policy", action="append", help="name, comma list or 'all' (default)")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
-    p.add_argument("--json", action="store_true", help="the summary as JSON lines")
-    add_sweep_args(p, "vms")
-    p.set_defaults(func=cmd_sweep_vms)
+    for what, flag, known, func in [
+        ("host", "--scheduler", host.SCHEDULERS, cmd_sweep_host),
+        ("vms", "--policy", vms.POLICIES, cmd_sweep_vms),
+    ]:
+        p = sw.add_parser(what, help=f"{what} scenarios × {flag[2:]}s × seeds (docs/{what}-sim.md)")
+        p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
+        p.add_argument(flag, action="append", help=f"name, comma list or 'all' (default): {', '.join(known)}")
+        p.add_argument("--seed", type=int, default=1)
+        p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
+        p.add_argument("--json", action="store_true", help="the summary as JSON lines")
+        add_sweep_args(p, what)
+        p.set_defaults(func=func)
 
     tr = sub.add_parser("trace", help="trace tools").add_subparsers(dest="what", required=True)
     p = tr.add_parser("info", help="ingest a trace and print what was read")

@@ -21,19 +21,23 @@ PRESETS: list[str] = list(_native.host_presets())
 NETWORK = ["throughput_mbit_s", "ping_p50_ms", "ping_p99_ms"]
 
 
-def expand_schedulers(names: Sequence[str]) -> list[str]:
-    """`all` means every scheduler; an unknown name raises ValueError listing the known ones."""
+def expand_names(names: Sequence[str], known: Sequence[str], what: str) -> list[str]:
+    """Names or comma lists, in order and once each; `all` means every one of `known`; an unknown
+    name raises ValueError listing the known ones (`what`: "scheduler", "policy")."""
     out: list[str] = []
     for name in names:
         for part in str(name).split(","):
             part = part.strip()
-            picked = SCHEDULERS if part == "all" else [part]
-            for p in picked:
-                if p not in SCHEDULERS:
-                    raise ValueError(f"unknown scheduler {p!r} (known: {', '.join(SCHEDULERS)}, all)")
+            for p in known if part == "all" else [part]:
+                if p not in known:
+                    raise ValueError(f"unknown {what} {p!r} (known: {', '.join(known)}, all)")
                 if p not in out:
                     out.append(p)
     return out
+
+
+def expand_schedulers(names: Sequence[str]) -> list[str]:
+    return expand_names(names, SCHEDULERS, "scheduler")
 
 
 def run(

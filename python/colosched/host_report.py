@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from colosched.host import per_vm
 from colosched.host import pings as ping_rows
-from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, _render, publish
+from colosched.report import _e, _Figure, _figure_html, _fmt, _meta_html, _render, html_page, publish
 
 FIGURE_FILES = [f"fighost-{i}.png" for i in range(1, 6)]
 REQUIRED = ["scheduler", "seed", "vm", "vcpus", "workload", "completions", "mean_completion_ms"]
@@ -310,18 +310,9 @@ def write_host_report(
     if cdf:
         figures.append(cdf)
     figures.append(_fig_fairness(vms, agg, schedulers, vms_order, colours, baseline))
-    page = "\n".join(
+    page = html_page(
+        "colosched host report",
         [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            "<title>colosched host report</title>",
-            f"<style>{_CSS}</style>",
-            "</head>",
-            "<body>",
-            "<h1>colosched host report</h1>",
             '<p class="note">One hypervisor host simulated under several vCPU schedulers '
             "(docs/host-sim.md). Each caption says what the paper reported and what these numbers show.</p>",
             "<h2>Run</h2>",
@@ -331,9 +322,6 @@ def write_host_report(
             _table(agg, baseline),
             "<h2>Figures</h2>",
             *[_figure_html(f) for f in figures],
-            "</body>",
-            "</html>",
-            "",
-        ]
+        ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)

@@ -586,6 +586,20 @@ def _figure_html(f: _Figure, source: str = "Thesis") -> str:
     )
 
 
+def html_page(title: str, body: list[str]) -> str:
+    """A report page: `title` as its title and heading, then `body`'s HTML parts."""
+    head = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">']
+    head += ['<meta name="viewport" content="width=device-width, initial-scale=1">']
+    head += [
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head>",
+        "<body>",
+        f"<h1>{_e(title)}</h1>",
+    ]
+    return "\n".join([*head, *body, "</body>", "</html>", ""])
+
+
 def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: list[str]) -> str:
     multi = agg["runs"].max() >= 2
     ci_note = (
@@ -594,16 +608,6 @@ def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: l
         else "One run per policy, so no confidence intervals."
     )
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en">',
-        "<head>",
-        '<meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        "<title>colosched cluster report</title>",
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        "<h1>colosched cluster report</h1>",
         '<p class="note">Rebalancing policies replayed on the Google ClusterData2011-2 trace, plotted as the '
         "GiantVM thesis's Figs. 5-4 to 5-9 (spec 000 §4.2). Each caption says what the thesis reported and "
         "what these numbers show.</p>",
@@ -620,8 +624,7 @@ def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: l
     ]
     if notes:
         parts += ["<h2>Notes</h2>", "<ul>", *[f"<li>{_e(n)}</li>" for n in notes], "</ul>"]
-    parts += ["</body>", "</html>", ""]
-    return "\n".join(parts)
+    return html_page("colosched cluster report", parts)
 
 
 # ---------------------------------------------------------------------------------------------

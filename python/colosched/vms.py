@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 import polars as pl
 
 from colosched import _native
+from colosched.host import expand_names
 
 POLICIES: list[str] = list(_native.vms_policies())
 PRESETS: list[str] = list(_native.vms_presets())
@@ -121,17 +122,7 @@ def number(x: float | None, digits: int = 4) -> str:
 
 def expand_policies(names: Sequence[str]) -> list[str]:
     """`all` means every policy; an unknown name raises ValueError listing the known ones."""
-    out: list[str] = []
-    for name in names:
-        for part in str(name).split(","):
-            part = part.strip()
-            picked = POLICIES if part == "all" else [part]
-            for p in picked:
-                if p not in POLICIES:
-                    raise ValueError(f"unknown policy {p!r} (known: {', '.join(POLICIES)}, all)")
-                if p not in out:
-                    out.append(p)
-    return out
+    return expand_names(names, POLICIES, "policy")
 
 
 def run(

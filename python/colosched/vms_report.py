@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 
 from colosched import vms as vmsim
 from colosched.host_report import OTHER
-from colosched.report import _CSS, _e, _Figure, _figure_html, _fmt, _meta_html, _render, publish
+from colosched.report import _e, _Figure, _figure_html, _fmt, _meta_html, _render, html_page, publish
 
 FIGURE_FILES = [f"figvms-{i}.png" for i in range(1, 5)]
 COLOURS = {"none": "#7f7f7f", "random": "#ff7f0e", "cloudcache": "#1f77b4", "planner": "#d62728"}
@@ -275,18 +275,9 @@ def write_vms_report(
     figures += [f for f in (_fig_migrations(tables, policies, colours, seed),) if f]
     figures += [f for f in (_fig_jobs(head, policies, colours, baseline),) if f]
     scenario = tables["runs"]["scenario"][0]
-    page = "\n".join(
+    page = html_page(
+        f"colosched vms report: {scenario}",
         [
-            "<!DOCTYPE html>",
-            '<html lang="en">',
-            "<head>",
-            '<meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>colosched vms report: {_e(scenario)}</title>",
-            f"<style>{_CSS}</style>",
-            "</head>",
-            "<body>",
-            f"<h1>colosched vms report: {_e(scenario)}</h1>",
             '<p class="note">Hypervisors with an SSD cache, simulated under VM placement policies '
             "(docs/vm-sim.md). Each caption says what spec 003's paper reported and what these numbers "
             "show.</p>",
@@ -298,9 +289,6 @@ def write_vms_report(
             _table(head, baseline),
             "<h2>Figures</h2>",
             *[_figure_html(f, PAPER) for f in figures],
-            "</body>",
-            "</html>",
-            "",
-        ]
+        ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)

@@ -33,6 +33,21 @@ def chromium(*args: str, profile: Path) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
 
 
+def pixels_of(png: Path, rgb: int, tmp_path: Path, size: str) -> int:
+    """Screenshots figure `png` alone in Chromium and counts its pixels of colour `rgb` (0xRRGGBB):
+    what the browser drew, not what matplotlib wrote."""
+    solo = tmp_path / f"solo-{png.stem}.html"
+    solo.write_text(f'<!DOCTYPE html><html><body style="margin:0"><img src="{png.name}"></body></html>')
+    (tmp_path / png.name).write_bytes(png.read_bytes())
+    shot = tmp_path / f"shot-{png.stem}.png"
+    r = chromium(
+        f"--screenshot={shot}", f"--window-size={size}", solo.as_uri(), profile=tmp_path / f"q-{png.stem}"
+    )
+    assert r.returncode == 0 and [x for x in r.stderr.splitlines() if PAGE_TROUBLE.search(x)] == []
+    pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
+    return int((abs(pixels - np.array([rgb >> 16, rgb >> 8 & 255, rgb & 255])) < 8).all(axis=-1).sum())
+
+
 @pytest.fixture
 def report_page(report_module, report_inputs, tmp_path):
     if not CHROMIUM.exists():
@@ -118,18 +133,8 @@ def test_host_report_latency_cdf_and_fairness_render_in_headless_chromium(tmp_pa
         assert re.search(rf'<figure id="fighost-{i}">\s*<img src="data:image/png;base64,', r.stdout), i
     # Only the CDF and fairness figures, screenshotted alone: their lines and bars are drawn.
     for i in (4, 5):
-        png = tmp_path / "out" / f"fighost-{i}.png"
-        solo = tmp_path / f"solo{i}.html"
-        solo.write_text(f'<!DOCTYPE html><html><body style="margin:0"><img src="{png.name}"></body></html>')
-        (tmp_path / png.name).write_bytes(png.read_bytes())
-        shot = tmp_path / f"shot{i}.png"
-        r = chromium(
-            f"--screenshot={shot}", "--window-size=1280,600", solo.as_uri(), profile=tmp_path / f"q{i}"
-        )
-        assert r.returncode == 0 and [x for x in r.stderr.splitlines() if PAGE_TROUBLE.search(x)] == []
-        pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
-        green = (abs(pixels - np.array([0x2C, 0xA0, 0x2C])) < 8).all(axis=-1)  # diff's colour
-        assert green.sum() > 200, (i, green.sum())
+        green = pixels_of(tmp_path / "out" / f"fighost-{i}.png", 0x2CA02C, tmp_path, "1280,600")  # diff's
+        assert green > 200, (i, green)
 
 
 def test_vms_report_renders_in_headless_chromium(tmp_path):
@@ -154,15 +159,5 @@ def test_vms_report_renders_in_headless_chromium(tmp_path):
     # Each figure screenshotted alone: the planner's red bars and lines are drawn in it, and in
     # figure 2 (one line per host) host h0's blue.
     for i, rgb in {1: 0xD62728, 2: 0x1F77B4, 3: 0xD62728, 4: 0xD62728}.items():
-        png = tmp_path / "out" / f"figvms-{i}.png"
-        solo = tmp_path / f"solo{i}.html"
-        solo.write_text(f'<!DOCTYPE html><html><body style="margin:0"><img src="{png.name}"></body></html>')
-        (tmp_path / png.name).write_bytes(png.read_bytes())
-        shot = tmp_path / f"shot{i}.png"
-        r = chromium(
-            f"--screenshot={shot}", "--window-size=1600,1300", solo.as_uri(), profile=tmp_path / f"q{i}"
-        )
-        assert r.returncode == 0 and [x for x in r.stderr.splitlines() if PAGE_TROUBLE.search(x)] == []
-        pixels = (mpimg.imread(shot)[..., :3] * 255).round().astype(np.int64)
-        drawn = (abs(pixels - np.array([rgb >> 16, rgb >> 8 & 255, rgb & 255])) < 8).all(axis=-1)
-        assert drawn.sum() > 200, (i, drawn.sum())
+        drawn = pixels_of(tmp_path / "out" / f"figvms-{i}.png", rgb, tmp_path, "1600,1300")
+        assert drawn > 200, (i, drawn)
