@@ -75,3 +75,69 @@ def remove_cgroups(cgroups: list[Path]) -> None:
                 time.sleep(0.1)
         else:
             print(f"warning: could not remove cgroup {cg}", file=sys.stderr)
+
+
+def _run(cmd: list[str], ns: str | None = None, env=None, timeout: float = 120):
+    prefix = ["ip", "netns", "exec", ns] if ns else []
+    return subprocess.run([*prefix, *cmd], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@contextlib.contextmanager
+def loopback_netns(name: str):
+    """A network namespace with only loopback, up; on exit every process left in it is killed
+    and it is deleted. Needs root and iproute2."""
+    if _run(["ip", "netns", "add", name]).returncode != 0:
+        raise RuntimeError(f"ip netns add {name} failed (root and iproute2 needed)")
+    try:
+        _run(["ip", "link", "set", "lo", "up"], ns=name)
+        yield name
+    finally:
+        for pid in _run(["ip", "netns", "pids", name]).stdout.split():  # only our namespace's
+            try:
+                os.kill(int(pid), 9)
+            except ProcessLookupError:
+                pass
+        _run(["ip", "netns", "del", name])
+
+
+@contextlib.contextmanager
+def loopback_ray(ns: str, temp: Path, cpus: list[int], port: int = 6390):
+    """A Ray cluster inside namespace `ns` (see loopback_netns): a head and a worker node per
+    further entry of `cpus` (CPUs each), started with `ray start --block` one after another (two
+    raylets starting together on one address can pick the same port, and one never joins).
+    Yields (address, env); stops every node it started. Every Ray process, nodes and drivers,
+    must get `env`: a HOME under `temp`, so the user's ~/.ray is neither read nor written (Ray
+    turns token authentication on when ~/.ray/auth_token exists), and authentication off on
+    this loopback-only cluster."""
+    ray = str(Path(sys.executable).parent / "ray")
+    (temp / "home").mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
+    env["HOME"] = str(temp / "home")
+    address = f"127.0.0.1:{port}"
+    probe = f"import ray; ray.init(address='{address}'); print(sum(n['Alive'] for n in ray.nodes()))"
+    nodes: list[subprocess.Popen] = []
+    try:
+        for i, n in enumerate(cpus):
+            common = ["--num-cpus", str(n), "--block", "--disable-usage-stats", "--temp-dir", str(temp)]
+            head = ["--head", "--port", str(port), "--include-dashboard=false"]
+            where = head if i == 0 else ["--address", address]
+            log = open(temp / f"node{i}.log", "w")
+            cmd = ["ip", "netns", "exec", ns, ray, "start", *where, *common]
+            nodes.append(subprocess.Popen(cmd, stdout=log, stderr=log, env=env, start_new_session=True))
+            deadline = time.monotonic() + 60
+            while (r := _run([sys.executable, "-c", probe], ns=ns, env=env)).stdout.strip() != str(i + 1):
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"Ray node {i} did not join: {r.stderr[-1500:]} "
+                                       f"{(temp / f'node{i}.log').read_text()[-1500:]}")  # fmt: skip
+                time.sleep(0.5)
+        yield address, env
+    finally:
+        for p in nodes:
+            if p.poll() is None:
+                os.killpg(p.pid, 15)
+        for p in nodes:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, 9)
+                p.wait()

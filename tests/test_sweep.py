@@ -21,6 +21,9 @@ import pytest
 
 from colosched import sweep, vms
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from benchutil import loopback_netns, loopback_ray  # noqa: E402
+
 VENV = Path(sys.executable).parent
 PORT = 6390
 PRESETS = Path(__file__).resolve().parents[1] / "crates" / "vms" / "scenarios"
@@ -81,76 +84,15 @@ def test_sweep_cli_help_and_bad_executor(tmp_path):
 
 @pytest.fixture(scope="module")
 def ray_cluster(tmp_path_factory):
-    """(namespace, address, env) of a head and 2 workers on loopback; all stopped after. Every
-    Ray process (nodes and drivers) gets `env`: a HOME of its own, so the user's ~/.ray is
-    neither read nor written (Ray turns token authentication on when ~/.ray/auth_token exists,
-    and a driver without the token is then refused), and authentication off on this
-    loopback-only cluster."""
+    """(namespace, address, env) of a head and 2 workers of 1 CPU on loopback (benchutil.loopback_ray);
+    all stopped after, the namespace deleted."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 for a private network namespace")
     if not (VENV / "ray").exists():
         pytest.fail("ray is not installed in the venv: `make venv` installs it")
-    ns = f"cs-ray-{os.getpid()}"
-    assert run("ip", "netns", "add", ns).returncode == 0
-    run("ip", "link", "set", "lo", "up", ns=ns)
-    temp = tmp_path_factory.mktemp("ray")
-    (temp / "home").mkdir()
-    env = {
-        **os.environ,
-        "RAY_USAGE_STATS_ENABLED": "0",
-        "RAY_AUTH_MODE": "disabled",
-        "HOME": str(temp / "home"),
-    }
-    common = ["--num-cpus", "1", "--block", "--disable-usage-stats", "--temp-dir", str(temp)]
-    nodes = []
-    try:
-        head = [
-            str(VENV / "ray"),
-            "start",
-            "--head",
-            "--port",
-            str(PORT),
-            "--include-dashboard=false",
-            *common,
-        ]
-        worker = [str(VENV / "ray"), "start", "--address", f"127.0.0.1:{PORT}", *common]
-        probe = (
-            f"import ray; ray.init(address='127.0.0.1:{PORT}'); print(sum(n['Alive'] for n in ray.nodes()))"
-        )
-        # One node at a time: two raylets starting together on one address can pick the same
-        # port ("bind: Address already in use"), and one of them never joins.
-        for cmd in [head, worker, worker]:
-            log = open(temp / f"node{len(nodes)}.log", "w")
-            nodes.append(subprocess.Popen(["ip", "netns", "exec", ns, *cmd], stdout=log, stderr=log, env=env,
-                                          start_new_session=True))  # fmt: skip
-            deadline = time.monotonic() + 60
-            while True:
-                r = run(sys.executable, "-c", probe, ns=ns, env=env, timeout=60)
-                if r.stdout.strip() == str(len(nodes)):
-                    break
-                assert time.monotonic() < deadline, (
-                    f"node {len(nodes) - 1} did not join: {r.stdout} {r.stderr[-1500:]} "
-                    f"{(temp / f'node{len(nodes) - 1}.log').read_text()[-1500:]}"
-                )
-                time.sleep(0.5)
-        yield ns, f"127.0.0.1:{PORT}", env
-    finally:
-        for p in nodes:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGTERM)
-        for p in nodes:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        left = run("ip", "netns", "pids", ns).stdout.split()
-        for pid in left:  # only processes of our namespace
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        run("ip", "netns", "del", ns)
+    with loopback_netns(f"cs-ray-{os.getpid()}") as ns:
+        with loopback_ray(ns, tmp_path_factory.mktemp("ray"), [1, 1, 1], PORT) as (address, env):
+            yield ns, address, env
 
 
 def sweep_cmd(out: Path, scenario: str, executor: str, seeds: int = 2) -> list[str]:
@@ -159,20 +101,49 @@ def sweep_cmd(out: Path, scenario: str, executor: str, seeds: int = 2) -> list[s
 
 
 def test_ray_sweep_equals_the_local_one(ray_cluster, tmp_path):
+    """On the running cluster (ray:ADDRESS), and on a Ray the sweep starts for itself (ray)."""
     ns, address, env = ray_cluster
     local = run(*sweep_cmd(tmp_path / "local", "spec003-zookeeper", "local"))
     assert local.returncode == 0, local.stderr
-    remote = run(*sweep_cmd(tmp_path / "ray", "spec003-zookeeper", f"ray:{address}"), ns=ns, env=env)
-    assert remote.returncode == 0, remote.stderr[-3000:]
-    assert "8 computed on ray:" in remote.stderr + remote.stdout
-    a, b = (pl.read_parquet(tmp_path / d / "sweep.parquet") for d in ("local", "ray"))
+    a = pl.read_parquet(tmp_path / "local" / "sweep.parquet")
     assert a.height == 8 * len(vms.per_run(vms.run("spec003-zookeeper", ["random"], [1])))
-    assert a.equals(b), "bit for bit, whichever executor ran the points"
 
     def rows(r):
         return [line for line in r.stdout.splitlines() if line.startswith("{")]
 
-    assert rows(local) == rows(remote) and rows(local)
+    for i, executor in enumerate([f"ray:{address}", "ray"]):
+        remote = run(*sweep_cmd(tmp_path / f"ray{i}", "spec003-zookeeper", executor), ns=ns, env=env)
+        assert remote.returncode == 0, remote.stderr[-3000:]
+        assert f"8 computed on {executor}," in remote.stderr
+        b = pl.read_parquet(tmp_path / f"ray{i}" / "sweep.parquet")
+        assert a.equals(b), "bit for bit, whichever executor ran the points"
+        assert rows(local) == rows(remote) and rows(local)
+
+
+def test_sweep_cluster_on_ray_equals_local_and_the_replays(ray_cluster, tmp_path):
+    """Trace replays: the driver parses the bundled sample into a cache of the test's own, the
+    workers read that cache; every column but wall_s (each point's own run time) is equal."""
+    from colosched import cluster
+
+    ns, address, env = ray_cluster
+    grid = ["--machines", "300,400", "--overcommit-ratio", "1.1", "--policy", "coarse,no_migration"]
+    grid += ["--seeds", "2"]
+    cache = ["--cache-dir", str(tmp_path / "cache"), "--no-report"]
+    out = {}
+    for executor in ("local", f"ray:{address}"):
+        out[executor] = tmp_path / executor.partition(":")[0]
+        cmd = [str(VENV / "colosched"), "sweep", "cluster", *grid, *cache, "--executor", executor,
+               "--out", str(out[executor])]  # fmt: skip
+        r = run(*cmd, ns=ns, env=env)
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert f"8 points: 8 computed on {executor}" in r.stderr
+    local, remote = (pl.read_csv(out[e] / "sweep.csv").drop("wall_s") for e in out)
+    assert local.height == 8 and local.equals(remote)
+    for (m,), rows in local.group_by("machines"):
+        runs = cluster.run(cluster.bundled_sample(), ["coarse", "no_migration"], seeds=2, machines=m,
+                           overcommit_ratio=1.1, keep_series=False, cache_dir=tmp_path / "cache")  # fmt: skip
+        want = runs.summary.drop("wall_s").sort("policy", "seed")
+        assert rows.sort("policy", "seed").select(want.columns).equals(want)
 
 
 def _points_written(out: Path) -> int:

@@ -17,6 +17,7 @@ own seed, computed on local worker processes or on a Ray cluster (docs/scale-out
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -103,6 +104,15 @@ def vms_points(scenarios: Sequence[str], policies: Sequence[str], seeds: Sequenc
     ]
 
 
+@functools.lru_cache(maxsize=1)
+def _trace(root: str, parts: str | None, cache_dir: str | None):
+    """The trace a worker replays, read from the driver's cache once per worker process (a
+    worker runs point after point of one trace; the Arrow cache holds it parsed)."""
+    from colosched import cluster
+
+    return cluster.load(root, parts, True, cache_dir)
+
+
 def compute(point: dict[str, Any]) -> pl.DataFrame:
     """One point's table: cluster, a summary row (the run's metrics); host, a row per VM; vms,
     a row per headline metric (`vms.per_run`). Its grid keys come first."""
@@ -111,15 +121,13 @@ def compute(point: dict[str, Any]) -> pl.DataFrame:
         from colosched import cluster
 
         result = cluster.run(
-            point["trace"],
+            _trace(point["trace"], point["parts"], point["cache_dir"]),
             point["policy"],
             profile=point["profile"],
-            parts=point["parts"],
             seed=point["seed"],
             usage_seed=point["usage_seed"],
             threads=1,
             keep_series=False,
-            cache_dir=point["cache_dir"],
             machines=point["machines"],
             overcommit_ratio=point["overcommit_ratio"],
             **point["params"],
@@ -165,7 +173,9 @@ def _ray(points: list[dict], address: str | None) -> Iterator[tuple[dict, pl.Dat
         raise ValueError("--executor ray needs the `ray` package (pip install ray)") from e
     started_here = not ray.is_initialized()
     if started_here:
-        ray.init(address=address, log_to_driver=False, configure_logging=False)
+        # "local" starts a Ray of the sweep's own even when one runs on this machine (without
+        # an address, ray.init would attach to the last `ray start`ed one).
+        ray.init(address=address or "local", log_to_driver=False, configure_logging=False)
     try:
         # A worker that dies (killed, its node lost) has its point run again elsewhere.
         remote = ray.remote(max_retries=3, num_cpus=1)(compute)
