@@ -371,6 +371,10 @@ def cmd_sweep_vms(args: argparse.Namespace) -> int:
     meta = {"command": "sweep vms", "version": __version__, "scenarios": args.scenario, "policies": names}
     meta |= {"baseline": baseline, "seeds": seeds, "executor": args.executor, "wall_s": wall}
     written = write_sweep_tables(args.out, table, head, meta)
+    if not args.no_report:
+        from colosched.vms_report import write_vms_sweep_report
+
+        written.append(write_vms_sweep_report(args.out, table, meta, baseline))
     if args.json:
         for row in head.iter_rows(named=True):
             print(json.dumps(row), flush=True)
@@ -398,6 +402,10 @@ def cmd_sweep_host(args: argparse.Namespace) -> int:
     meta = {"command": "sweep host", "version": __version__, "scenarios": args.scenario, "schedulers": names}
     meta |= {"seeds": seeds, "executor": args.executor, "wall_s": wall}
     written = write_sweep_tables(args.out, table, head, meta)
+    if not args.no_report:
+        from colosched.host_report import write_host_sweep_report
+
+        written.append(write_host_sweep_report(args.out, table, meta, names[0]))
     if args.json:
         for row in head.iter_rows(named=True):
             print(json.dumps(row), flush=True)
@@ -409,7 +417,9 @@ def cmd_sweep_host(args: argparse.Namespace) -> int:
 
 
 def write_sweep_tables(out: Path, table, head, meta: dict) -> list[Path]:
-    """sweep.parquet (every point's rows), summary.csv (per scenario and policy), meta.json."""
+    """sweep.parquet (every point's rows), summary.csv (per scenario and policy), meta.json; an
+    old report.html is removed first (the caller writes the new one last)."""
+    (out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
     return [
         outputs.atomic_write(out / "sweep.parquet", table.write_parquet),
         outputs.atomic_write(out / "summary.csv", head.write_csv),
@@ -725,6 +735,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--seed", type=int, default=1)
         p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
         p.add_argument("--json", action="store_true", help="the summary as JSON lines")
+        p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
         add_sweep_args(p, what)
         p.set_defaults(func=func)
 

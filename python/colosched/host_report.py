@@ -1,7 +1,9 @@
-"""The HTML report of a `colosched sim host` run: one page, figures embedded as PNG, no scripts.
+"""The HTML report of a `colosched sim host` run or `sweep host`: one page, figures embedded as
+PNG, no scripts.
 
-    from colosched.host_report import write_host_report
+    from colosched.host_report import write_host_report, write_host_sweep_report
     write_host_report(Path("out/host"), vms, meta, baseline="credit")   # report.html + fighost-*.png
+    write_host_sweep_report(Path("out/sweep-host"), sweep, meta, "credit")  # + fighost-s1-1.png, …
 
 Figures:
   fighost-1.png  each VM's mean completion time over the baseline scheduler's (spec 001's
@@ -14,6 +16,9 @@ Figures:
   fighost-5.png  fairness: each VM's CPU time over the baseline's (spec 002's fairness ratio,
               Fig. 15), and the spread of scaled completion times across equal VMs (spec 001's
               Fig. 6)
+
+A sweep's page has a section per scenario, with the same table and figures but host-4 (a sweep
+keeps no ping samples); a figure's file name has its section's number: fighost-s2-1.png.
 
 Written like the cluster report: into a staging directory, then renamed into place, report.html
 last, so a failure never leaves a report that looks complete.
@@ -29,9 +34,25 @@ from matplotlib.figure import Figure
 
 from colosched.host import per_vm
 from colosched.host import pings as ping_rows
-from colosched.report import _e, _Figure, _figure_html, _fmt, _meta_html, _render, html_page, publish
+from colosched.report import (
+    _e,
+    _Figure,
+    _figure_html,
+    _fmt,
+    _meta_html,
+    _render,
+    html_page,
+    publish,
+    publish_sections,
+)
 
-FIGURE_FILES = [f"fighost-{i}.png" for i in range(1, 6)]
+# Every figure file a host report may write (a sweep's have the scenario's number: fighost-s2-1.png).
+FIGURE_FILES = ["fighost-*.png"]
+PAPER = "Paper"  # the captions' source line: spec 001's and spec 002's papers
+INTRO = (
+    "One hypervisor host simulated under several vCPU schedulers (docs/host-sim.md). Each caption "
+    "says what the paper reported and what these numbers show."
+)
 REQUIRED = ["scheduler", "seed", "vm", "vcpus", "workload", "completions", "mean_completion_ms"]
 REQUIRED += ["run_ms", "spin_ms"]
 COLOURS = {
@@ -281,21 +302,21 @@ def _table(agg: pl.DataFrame, baseline: str) -> str:
     )
 
 
-def write_host_report(
-    out_dir: Path, vms: pl.DataFrame, meta: dict | None, baseline: str, pings: pl.DataFrame | None = None
-) -> Path:
-    """Writes `out_dir/report.html` and its figures; returns the path of report.html. `pings`
-    (one row per answered ping, `host.pings`) defaults to the `ping_rtts_ms` lists in `vms`, if
-    any. Raises ValueError before writing anything when `vms` lacks a column or holds no run of
-    `baseline`."""
+def _check(vms: pl.DataFrame, baseline: str, where: str = "") -> None:
     missing = [c for c in REQUIRED if c not in vms.columns]
     if missing:
         raise ValueError(f"vms: missing column(s) {', '.join(missing)}")
     if vms.filter(pl.col("scheduler") == baseline).height == 0:
-        raise ValueError(f"vms: no run of the baseline scheduler {baseline!r}")
+        raise ValueError(f"vms: no run of the baseline scheduler {baseline!r}{where}")
+
+
+def _scenario(
+    vms: pl.DataFrame, baseline: str, colours, pings: pl.DataFrame | None
+) -> tuple[str, list[_Figure]]:
+    """The per-VM table of one scenario's runs and the figures drawn from them: host-1, host-2,
+    host-3 (when a VM has a network flow), host-4 (when `pings` has a sample), host-5."""
     schedulers = list(dict.fromkeys(vms["scheduler"].to_list()))
     vms_order = list(dict.fromkeys(vms["vm"].to_list()))
-    colours = _colours(schedulers)
     agg = per_vm(vms, baseline)
     figures = [
         _fig_completion(agg, schedulers, vms_order, colours, baseline),
@@ -304,24 +325,66 @@ def write_host_report(
     network = _fig_network(agg, schedulers, colours)
     if network:
         figures.append(network)
-    if pings is None and "ping_rtts_ms" in vms.columns:
-        pings = ping_rows(vms)
     cdf = _fig_latency_cdf(pings, schedulers, colours) if pings is not None else None
     if cdf:
         figures.append(cdf)
     figures.append(_fig_fairness(vms, agg, schedulers, vms_order, colours, baseline))
+    return _table(agg, baseline), figures
+
+
+def write_host_report(
+    out_dir: Path, vms: pl.DataFrame, meta: dict | None, baseline: str, pings: pl.DataFrame | None = None
+) -> Path:
+    """Writes `out_dir/report.html` and its figures; returns the path of report.html. `pings`
+    (one row per answered ping, `host.pings`) defaults to the `ping_rtts_ms` lists in `vms`, if
+    any. Raises ValueError before writing anything when `vms` lacks a column or holds no run of
+    `baseline`."""
+    _check(vms, baseline)
+    if pings is None and "ping_rtts_ms" in vms.columns:
+        pings = ping_rows(vms)
+    colours = _colours(list(dict.fromkeys(vms["scheduler"].to_list())))
+    table, figures = _scenario(vms, baseline, colours, pings)
     page = html_page(
         "colosched host report",
         [
-            '<p class="note">One hypervisor host simulated under several vCPU schedulers '
-            "(docs/host-sim.md). Each caption says what the paper reported and what these numbers show.</p>",
+            f'<p class="note">{INTRO}</p>',
             "<h2>Run</h2>",
             _meta_html(meta),
             "<h2>Per VM</h2>",
             f'<p class="note">Means over seeds. The baseline is {_e(baseline)}.</p>',
-            _table(agg, baseline),
+            table,
             "<h2>Figures</h2>",
-            *[_figure_html(f) for f in figures],
+            *[_figure_html(f, PAPER) for f in figures],
         ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)
+
+
+def write_host_sweep_report(out_dir: Path, sweep: pl.DataFrame, meta: dict | None, baseline: str) -> Path:
+    """Writes `out_dir/report.html` of `colosched sweep host` and its figures, one section per
+    scenario of `sweep` (its rows: `host.run`'s vms table without the pings, of every
+    scenario); returns the path of report.html. A sweep keeps no ping samples, so there is no
+    host-4 (the ping CDF). Raises ValueError before writing anything when `sweep` lacks a column
+    or a scenario holds no run of `baseline`."""
+    if "scenario" not in sweep.columns:
+        raise ValueError("sweep: missing column(s) scenario")
+    scenarios = sweep.partition_by("scenario", maintain_order=True)
+    for rows in scenarios:
+        _check(rows, baseline, f" in scenario {rows['scenario'][0]!r}")
+    colours = _colours(list(dict.fromkeys(sweep["scheduler"].to_list())))
+    sections = []
+    for rows in scenarios:
+        table, figures = _scenario(rows, baseline, colours, None)
+        seeds = rows["seed"].n_unique()
+        note = f"Means over {seeds} seed{'s' if seeds > 1 else ''}. The baseline is {_e(baseline)}."
+        sections.append((rows["scenario"][0], [f'<p class="note">{note}</p>', table], figures))
+    intro = [
+        f'<p class="note">{INTRO} One section per scenario of the sweep. A sweep keeps no ping '
+        "samples, so the ping round trips' CDF (Figure host-4 of <code>colosched sim host</code>'s "
+        "report, which draws it for one scenario) is left out.</p>",
+        "<h2>Sweep</h2>",
+        _meta_html(meta),
+    ]
+    return publish_sections(
+        Path(out_dir), "colosched host sweep report", intro, sections, FIGURE_FILES, PAPER
+    )

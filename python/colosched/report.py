@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -690,8 +690,9 @@ def write_report(
 
 def publish(out_dir: Path, page: str, figures: list[_Figure], known: Sequence[str]) -> Path:
     """Writes report.html and its figures into `out_dir`: staged there (same file system), then
-    renamed into place, report.html last. Figure files in `known` that this report does not
-    produce are removed, so none is left from an earlier report. Returns report.html's path."""
+    renamed into place, report.html last. Figure files matching a glob pattern in `known` that
+    this report does not produce are removed, so none is left from an earlier report. Returns
+    report.html's path."""
     out_dir.mkdir(parents=True, exist_ok=True)
     stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
     try:
@@ -703,10 +704,37 @@ def publish(out_dir: Path, page: str, figures: list[_Figure], known: Sequence[st
         (out_dir / "report.html").unlink(missing_ok=True)
         for name in sorted(produced):
             os.replace(stage / name, out_dir / name)
-        for name in known:
-            if name not in produced:
-                (out_dir / name).unlink(missing_ok=True)
+        for pattern in known:
+            for old in out_dir.glob(pattern):
+                if old.name not in produced:
+                    old.unlink(missing_ok=True)
         os.replace(stage / "report.html", out_dir / "report.html")
     finally:
         shutil.rmtree(stage, ignore_errors=True)
     return out_dir / "report.html"
+
+
+def publish_sections(
+    out_dir: Path,
+    title: str,
+    intro: list[str],
+    sections: list[tuple[str, list[str], list[_Figure]]],
+    known: Sequence[str],
+    source: str = "Thesis",
+) -> Path:
+    """`publish` for a page of several sections (a sweep's scenarios): `intro`'s HTML parts, then
+    per section (heading, HTML parts, figures) an h2, the parts and the figures. A figure's key,
+    and so its file name, gets its section's number, so sections never share a file: "host-1"
+    of the second section is "host-s2-1" (fighost-s2-1.png)."""
+    parts, figures = list(intro), []
+    for i, (heading, html_parts, section_figures) in enumerate(sections, 1):
+        scoped = [replace(f, key=_in_section(f.key, i)) for f in section_figures]
+        parts += [f"<h2>{_e(heading)}</h2>", *html_parts, *[_figure_html(f, source) for f in scoped]]
+        figures += scoped
+    return publish(out_dir, html_page(title, parts), figures, known)
+
+
+def _in_section(key: str, section: int) -> str:
+    """A figure's key within section `section` of a page: "host-1" -> "host-s2-1"."""
+    kind, _, number = key.rpartition("-")
+    return f"{kind}-s{section}-{number}"

@@ -1,7 +1,9 @@
-"""The HTML report of a `colosched sim vms` run: one page, figures embedded as PNG, no scripts.
+"""The HTML report of a `colosched sim vms` run or `sweep vms`: one page, figures embedded as
+PNG, no scripts.
 
-    from colosched.vms_report import write_vms_report
+    from colosched.vms_report import write_vms_report, write_vms_sweep_report
     write_vms_report(Path("out/vms"), tables, meta, baseline="random")   # report.html + figvms-*.png
+    write_vms_sweep_report(Path("out/sweep-vms"), sweep, meta, "random")  # + figvms-s1-1.png, …
 
 Figures (only those that apply to the scenario):
   figvms-1.png  the headline metrics (spec 003 §4) per policy, means over seeds, error bars from
@@ -12,6 +14,10 @@ Figures (only those that apply to the scenario):
                 their VMs spread (ZooKeeper), their logical distance over time — when a run
                 migrated or the scenario has such an application
   figvms-4.png  Hadoop: mean time of each job per policy — when jobs were measured
+
+A sweep's page has a section per scenario with the headline table, figvms-1 and figvms-4 (a sweep
+keeps no per-window tables for 2 and 3); a figure's file name has its section's number:
+figvms-s2-1.png.
 
 Written like the other reports: into a staging directory, then renamed into place, report.html
 last, so a failure never leaves a report that looks complete.
@@ -27,9 +33,24 @@ from matplotlib.figure import Figure
 
 from colosched import vms as vmsim
 from colosched.host_report import OTHER
-from colosched.report import _e, _Figure, _figure_html, _fmt, _meta_html, _render, html_page, publish
+from colosched.report import (
+    _e,
+    _Figure,
+    _figure_html,
+    _fmt,
+    _meta_html,
+    _render,
+    html_page,
+    publish,
+    publish_sections,
+)
 
-FIGURE_FILES = [f"figvms-{i}.png" for i in range(1, 5)]
+# Every figure file a vms report may write (a sweep's have the scenario's number: figvms-s2-1.png).
+FIGURE_FILES = ["figvms-*.png"]
+INTRO = (
+    "Hypervisors with an SSD cache, simulated under VM placement policies (docs/vm-sim.md). Each "
+    "caption says what spec 003's paper reported and what these numbers show."
+)
 COLOURS = {"none": "#7f7f7f", "random": "#ff7f0e", "cloudcache": "#1f77b4", "planner": "#d62728"}
 PAPER = "Paper"  # the captions' source line: spec 003's surviving evaluation
 
@@ -253,6 +274,19 @@ def _range(low: str, high: str) -> str:
     return "—" if low in ("—", "–") else f"{low} – {high}"
 
 
+def _head_figures(head: pl.DataFrame, policies, colours, baseline: str) -> list[_Figure]:
+    """The figures drawn from the headline table (`vms.summarise`) alone, all a sweep keeps:
+    vms-1 and, when Hadoop jobs were measured, vms-4."""
+    jobs = _fig_jobs(head, policies, colours, baseline)
+    return [_fig_headline(head, policies, colours, baseline), *([jobs] if jobs else [])]
+
+
+def _note(baseline: str) -> str:
+    return (
+        f'<p class="note">Means over seeds; the ratio to {_e(baseline)} is taken per seed, then averaged.</p>'
+    )
+
+
 def write_vms_report(
     out_dir: Path, tables: dict[str, pl.DataFrame], meta: dict | None, baseline: str = "random"
 ) -> Path:
@@ -268,27 +302,57 @@ def write_vms_report(
     colours = _colours(policies)
     seed = int(tables["runs"]["seed"].min())
     head = vmsim.headline(tables, baseline)
-    figures = [
-        _fig_headline(head, policies, colours, baseline),
-        _fig_windows(tables["windows"], policies, seed),
-    ]
-    figures += [f for f in (_fig_migrations(tables, policies, colours, seed),) if f]
-    figures += [f for f in (_fig_jobs(head, policies, colours, baseline),) if f]
+    headline, *jobs = _head_figures(head, policies, colours, baseline)
+    migrations = _fig_migrations(tables, policies, colours, seed)
+    windows = _fig_windows(tables["windows"], policies, seed)
+    figures = [headline, windows, *([migrations] if migrations else []), *jobs]
     scenario = tables["runs"]["scenario"][0]
     page = html_page(
         f"colosched vms report: {scenario}",
         [
-            '<p class="note">Hypervisors with an SSD cache, simulated under VM placement policies '
-            "(docs/vm-sim.md). Each caption says what spec 003's paper reported and what these numbers "
-            "show.</p>",
+            f'<p class="note">{INTRO}</p>',
             "<h2>Run</h2>",
             _meta_html(meta),
             "<h2>The paper's figures</h2>",
-            f'<p class="note">Means over seeds; the ratio to {_e(baseline)} is taken per seed, then '
-            "averaged.</p>",
+            _note(baseline),
             _table(head, baseline),
             "<h2>Figures</h2>",
             *[_figure_html(f, PAPER) for f in figures],
         ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)
+
+
+def write_vms_sweep_report(
+    out_dir: Path, sweep: pl.DataFrame, meta: dict | None, baseline: str = "random"
+) -> Path:
+    """Writes `out_dir/report.html` of `colosched sweep vms` and its figures, one section per
+    scenario of `sweep` (`vms.per_run`'s rows of every scenario), each with the headline table
+    (`vms.summarise`) and vms-1 and vms-4; returns the path of report.html. A sweep keeps no
+    per-window tables, so there is no vms-2 or vms-3. Raises ValueError before writing anything
+    when `sweep` lacks a column or a scenario holds no run of `baseline`."""
+    missing = [c for c in [*vmsim.KEYS, "metric", "value"] if c not in sweep.columns]
+    if missing:
+        raise ValueError(f"sweep: missing column(s) {', '.join(missing)}")
+    scenarios = sweep.partition_by("scenario", maintain_order=True)
+    for rows in scenarios:
+        if baseline not in rows["policy"]:
+            raise ValueError(
+                f"sweep: no run of the baseline policy {baseline!r} in scenario {rows['scenario'][0]!r}"
+            )
+    colours = _colours(list(dict.fromkeys(sweep["policy"].to_list())))
+    sections = []
+    for rows in scenarios:
+        policies = list(dict.fromkeys(rows["policy"].to_list()))
+        head = vmsim.summarise(rows, baseline)
+        figures = _head_figures(head, policies, colours, baseline)
+        sections.append((rows["scenario"][0], [_note(baseline), _table(head, baseline)], figures))
+    intro = [
+        f'<p class="note">{INTRO} One section per scenario of the sweep. A sweep keeps only the '
+        "headline metrics of each run, not its per-window tables, so the SSD utilisation over time "
+        "and the migrations and logical distance over time (Figures vms-2 and vms-3 of "
+        "<code>colosched sim vms</code>'s report, which draws them for one scenario) are left out.</p>",
+        "<h2>Sweep</h2>",
+        _meta_html(meta),
+    ]
+    return publish_sections(Path(out_dir), "colosched vms sweep report", intro, sections, FIGURE_FILES, PAPER)
