@@ -3,6 +3,7 @@ processes and on Ray, on this machine, and the time the same grid would take on 
 
     .venv/bin/python bench/sweep_perf.py [--parts 0-9] [--policy all] [--machines 700,800,900]
         [--overcommit-ratio 0.5,0.8,1.1,1.4] [--seeds 3] [--reps 2] [--nodes 1,2,4,8,16,32]
+        [--cores 16] [--node-gib 64]
 
 The grid is issue 17's: 8 policies × 3 machine counts × 4 overcommit ratios × 3 seeds = 288
 points, on the real parts 00000–00009 in ../shared/data. The trace is parsed into a cache of the
@@ -21,10 +22,14 @@ of its own for Ray (benchutil.loopback_ray); the namespace and every process in 
 at the end. The tables of all runs must be equal but for `wall_s` (each point's own run time),
 or the script exits 1.
 
-The projection: the points' CPU-seconds (run 1's, less its fixed start-up) spread over N nodes of
---cores CPUs, with the overhead per point that run 4 measured against run 2, plus the fixed
-start-up of run 4; a grid cannot end before its longest point (the longest `wall_s`, scaled the
-same way). Prints Markdown tables.
+Two projections, from what was measured. A grid on W workers (N nodes × CPUs, fewer when memory
+bounds them) takes ceil(points ÷ W) rounds of one point, not less than its longest point, times
+Ray's cost per point (run 4 against run 2), plus run 4's fixed start-up:
+- these points, one costing what run 1 measured (its points' seconds ÷ points);
+- the same grid at full scale (12,500 machines × 29 days), from bench/RESULTS.md "Full scale":
+  373 s a replay, 23 s to read the cache once per worker, 5.6 GiB a worker (--full-point-s,
+  --full-load-s, --full-gib; --node-gib per node).
+Prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -66,6 +71,16 @@ def sweep(args: argparse.Namespace, ns: str, env: dict, executor: str, out: Path
     return wall, float(found[3])
 
 
+def duration(seconds: float) -> str:
+    return (
+        f"{seconds:.1f} s"
+        if seconds < 120
+        else f"{seconds / 60:.1f} min"
+        if seconds < 7200
+        else f"{seconds / 3600:.1f} h"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trace", type=Path, default=TRACE)
@@ -77,6 +92,11 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--cores", type=int, default=16, help="CPUs per node in the projection")
     ap.add_argument("--nodes", default="1,2,4,8,16,32", help="node counts in the projection")
+    ap.add_argument("--node-gib", type=float, default=64, help="memory per node in the projection")
+    # A full-scale point, as bench/RESULTS.md "Full scale" measured it (12,500 machines × 29 days).
+    ap.add_argument("--full-point-s", type=float, default=373.0, help="replay seconds of a full-scale point")
+    ap.add_argument("--full-load-s", type=float, default=23.2, help="reading the full trace's cache")
+    ap.add_argument("--full-gib", type=float, default=5.61, help="peak memory of a full-scale worker")
     args = ap.parse_args()
     if os.geteuid() != 0 or shutil.which("ip") is None:
         return print("needs root and iproute2 (a private network namespace)", file=sys.stderr) or 2
@@ -122,21 +142,35 @@ def main() -> int:
     table(f"{n} points, best of {args.reps}, this 2-CPU machine",
           ["executor", "points", "wall s", "points s", "÷ local 2", "overhead"], rows)  # fmt: skip
 
-    # The projection, from what was measured.
+    # The projections, from what was measured.
     serial_wall, serial_points = best["local, 1 process"]
-    per_point = serial_points / n  # CPU-seconds of one point, driver overhead included
+    per_point = (
+        serial_points / n
+    )  # CPU-seconds of one point, the worker's share of reading the trace included
     ray_wall, ray_points = best[running]
-    ray_factor = ray_points / best["local, 2 processes"][1]  # Ray's cost per point against local's
+    factor = ray_points / best["local, 2 processes"][1]  # Ray's cost per point against local's
     fixed = ray_wall - ray_points  # start-up, the driver's trace read, the tables
     longest = first["wall_s"].max() * per_point / first["wall_s"].mean()
-    rows = []
-    for nodes in [int(x) for x in args.nodes.split(",")]:
-        slots = nodes * args.cores
-        t = fixed + max(n * per_point * ray_factor / slots, longest)
-        rows.append([nodes, slots, f"{t:.1f}", f"{serial_wall / t:.1f}"])
-    table(f"projected: the same {n} points on N nodes of {args.cores} CPUs "
-          f"(one point {per_point:.3f} CPU-s, Ray ×{ray_factor:.3f} per point, {fixed:.1f} s fixed)",
-          ["nodes", "CPUs", "seconds", "speed-up on 1 process"], rows)  # fmt: skip
+    nodes = [int(x) for x in args.nodes.split(",")]
+    workers = min(args.cores, int(args.node_gib // args.full_gib))  # full scale: memory bounds them
+
+    def rows(point_s: float, longest_s: float, load_s: float, per_node: int, serial_s: float) -> list[list]:
+        out = []
+        for k in nodes:
+            t = fixed + load_s + max(math.ceil(n / (k * per_node)) * point_s, longest_s) * factor
+            out.append([k, k * per_node, duration(t), f"{serial_s / t:.1f}"])
+        return out
+
+    table(f"projected: these {n} points on N nodes of {args.cores} CPUs (one point {per_point:.3f} "
+          f"CPU-s, Ray ×{factor:.3f} per point, {fixed:.1f} s fixed)",
+          ["nodes", "workers", "time", "speed-up on 1 process"],
+          rows(per_point, longest, 0.0, args.cores, serial_wall))  # fmt: skip
+    full = n * args.full_point_s
+    table(f"projected: {n} full-scale points ({args.full_point_s:.0f} s a replay, {args.full_load_s:.0f} s "
+          f"to read the cache, {args.full_gib} GiB a worker) on N nodes of {args.cores} CPUs and "
+          f"{args.node_gib:.0f} GiB ({workers} workers a node)",
+          ["nodes", "workers", "time", "speed-up on 1 process"],
+          rows(args.full_point_s, args.full_point_s, args.full_load_s, workers, full))  # fmt: skip
     return 0
 
 
