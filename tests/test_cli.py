@@ -250,7 +250,8 @@ def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
     [
         (["--help"], "sim"),
         (["sim", "cluster", "--help"], "--profile"),
-        (["sim", "vms", "--help"], "one JSON line per headline metric"),
+        (["sim", "vms", "--help"], "spec003-hadoop"),
+        (["sweep", "host", "--help"], "--executor"),
         (["sweep", "cluster", "--help"], "--profile"),
         (["agent", "--help"], "colosched-agent run"),
         (["agent", "run", "--help"], "colosched-agent run"),

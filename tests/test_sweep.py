@@ -67,11 +67,36 @@ def test_local_sweep_keeps_each_point_and_a_rerun_computes_only_the_missing(tmp_
 def test_a_failing_point_is_not_written_and_the_others_are(tmp_path):
     points = sweep.vms_points(["spec003-zookeeper"], ["random"], seeds=[1, 2])
     bad = {**points[0], "scenario": str(tmp_path / "gone.toml")}
-    with pytest.raises(RuntimeError, match="1 point"):
+    with pytest.raises(sweep.PointsFailed, match="1 point"):
         sweep.run([bad, *points], tmp_path, executor="local", jobs=1)
     assert len(list((tmp_path / sweep.POINTS).iterdir())) == 2
     with pytest.raises(ValueError, match="expected local, ray or ray:ADDRESS"):
         sweep.run(points, tmp_path, executor="spark")
+
+
+def test_sweep_cluster_refuses_bad_policies_before_any_work(tmp_path):
+    r = run(str(VENV / "colosched"), "sweep", "cluster", "--policy", "coarse,bogus", "--machines", "300",
+            "--out", str(tmp_path / "out"))  # fmt: skip
+    assert r.returncode == 2 and 'unknown policy "bogus"' in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists(), "nothing written for a bad policy"
+    with pytest.raises(ValueError, match="built-in policy names"):
+        sweep.cluster_points("trace", None, [lambda cell, cycle: []], [300], [1.0], [1])
+
+
+def test_failed_points_exit_1_keeping_the_others(tmp_path, monkeypatch, capsys):
+    """The CLI over a real failing point: sweep.run is wrapped to add one whose scenario file does
+    not exist (the CLI checks scenarios up front, so it cannot make one itself)."""
+    from colosched import cli
+
+    real_run = sweep.run
+    bad = {"kind": "vms", "scenario": str(tmp_path / "gone.toml"), "policy": "random", "seed": 1}
+    monkeypatch.setattr(sweep, "run", lambda points, *a, **kw: real_run([*points, bad], *a, **kw))
+    out = tmp_path / "out"
+    argv = ["sweep", "vms", "--scenario", "spec003-zookeeper", "--policy", "random", "--seeds", "2"]
+    assert cli.main([*argv, "--jobs", "1", "--out", str(out)]) == 1
+    assert "1 point(s) failed" in capsys.readouterr().err
+    assert len(list((out / sweep.POINTS).iterdir())) == 2, "the good points are kept"
+    assert not (out / "sweep.parquet").exists() and not (out / "report.html").exists()
 
 
 def test_sweep_cli_help_and_bad_executor(tmp_path):

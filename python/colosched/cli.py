@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from colosched import TraceInputError, __version__, cluster, outputs
+from colosched import TraceInputError, __version__, cluster, outputs, sweep
 
 console = Console(stderr=True)
 BAD_INPUT = 2
@@ -181,6 +181,29 @@ def add_sweep_args(p: argparse.ArgumentParser, what: str) -> None:
     p.epilog = "Each point is kept under OUT/points/ as it ends: a rerun computes only the missing ones."
 
 
+def add_scenario_args(
+    p: argparse.ArgumentParser, presets, flag: str, known, seeds: int, repeatable: bool, baseline: str = ""
+) -> None:
+    """The options of `sim host|vms` and `sweep host|vms`: the scenario(s), the schedulers or
+    policies (`flag`), the seeds, --json and --no-report."""
+    p.add_argument(
+        "--scenario",
+        required=True,
+        action="append" if repeatable else "store",
+        help=f"a scenario TOML file, or a bundled one: {', '.join(presets)}"
+        + ("; repeatable" if repeatable else ""),
+    )
+    p.add_argument(
+        flag,
+        action="append",
+        help=f"name, comma list, or 'all' (default); repeatable. Known: {', '.join(known)}. {baseline}",
+    )
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--seeds", type=positive_int, default=seeds, help=f"run seeds seed..seed+K-1 ({seeds})")
+    p.add_argument("--json", action="store_true", help="the table printed, as JSON lines on stdout")
+    p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
+
+
 def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
     p.add_argument(
         "--trace",
@@ -309,8 +332,6 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
 
 def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
     """The points on `--executor`, resumable under `--out`; the combined table and the wall time."""
-    from colosched import sweep
-
     bar, tick = progress_bar(f"sweep {what}: {len(points)} points on {args.executor}", sweep=True)
     counts: dict[str, int] = {}
 
@@ -332,8 +353,6 @@ def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
 
 
 def cmd_sweep_cluster(args: argparse.Namespace) -> int:
-    from colosched import sweep
-
     params = sim_params(args)
     resolved = cluster.resolve(args.profile, **params)
     root, trace = load_trace(args)  # parsed once here: the points read the cache
@@ -361,7 +380,7 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
 def cmd_sweep_vms(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from colosched import sweep, vms
+    from colosched import vms
 
     seeds = list(range(args.seed, args.seed + args.seeds))
     names = vms.expand_policies(args.policy or ["all"])
@@ -370,7 +389,7 @@ def cmd_sweep_vms(args: argparse.Namespace) -> int:
     head = pl.concat([vms.summarise(t, baseline) for _, t in table.group_by("scenario", maintain_order=True)])
     meta = {"command": "sweep vms", "version": __version__, "scenarios": args.scenario, "policies": names}
     meta |= {"baseline": baseline, "seeds": seeds, "executor": args.executor, "wall_s": wall}
-    written = write_sweep_tables(args.out, table, head, meta)
+    written = outputs.write_tables(args.out, meta, {"summary": head}, {"sweep": table})
     if not args.no_report:
         from colosched.vms_report import write_vms_sweep_report
 
@@ -388,7 +407,7 @@ def cmd_sweep_vms(args: argparse.Namespace) -> int:
 def cmd_sweep_host(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from colosched import host, sweep
+    from colosched import host
 
     seeds = list(range(args.seed, args.seed + args.seeds))
     names = host.expand_schedulers(args.scheduler or ["all"])
@@ -401,7 +420,7 @@ def cmd_sweep_host(args: argparse.Namespace) -> int:
     )
     meta = {"command": "sweep host", "version": __version__, "scenarios": args.scenario, "schedulers": names}
     meta |= {"seeds": seeds, "executor": args.executor, "wall_s": wall}
-    written = write_sweep_tables(args.out, table, head, meta)
+    written = outputs.write_tables(args.out, meta, {"summary": head}, {"sweep": table})
     if not args.no_report:
         from colosched.host_report import write_host_sweep_report
 
@@ -414,17 +433,6 @@ def cmd_sweep_host(args: argparse.Namespace) -> int:
             show_host_table(t, names[0], wall)
     console.print(f"[dim]wrote {', '.join(str(p) for p in written)}[/]")
     return 0
-
-
-def write_sweep_tables(out: Path, table, head, meta: dict) -> list[Path]:
-    """sweep.parquet (every point's rows), summary.csv (per scenario and policy), meta.json; an
-    old report.html is removed first (the caller writes the new one last)."""
-    (out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
-    return [
-        outputs.atomic_write(out / "sweep.parquet", table.write_parquet),
-        outputs.atomic_write(out / "summary.csv", head.write_csv),
-        outputs.atomic_write(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
-    ]
 
 
 def run_meta(args: argparse.Namespace, root: Path, trace, wall: float, params: dict) -> dict[str, Any]:
@@ -488,14 +496,7 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "wall_s": wall,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
-    written = [
-        outputs.atomic_write(args.out / "summary.csv", runs.write_csv),
-        outputs.atomic_write(args.out / "vms.parquet", vms.write_parquet),
-        outputs.atomic_write(args.out / "pings.parquet", pings.write_parquet),
-        outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2))),
-    ]
+    written = outputs.write_tables(args.out, meta, {"summary": runs}, {"vms": vms, "pings": pings})
     if not args.no_report:
         from colosched.host_report import write_host_report
 
@@ -559,16 +560,8 @@ def cmd_sim_vms(args: argparse.Namespace) -> int:
         "seeds": seeds,
         "wall_s": wall,
     }
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
-    written = [outputs.atomic_write(args.out / "summary.csv", head.write_csv)]
-    written += [
-        outputs.atomic_write(args.out / f"{name}.parquet", tables[name].write_parquet)
-        for name in ("vms", "jobs", "apps", "migrations", "windows", "spread")
-    ]
-    written.append(
-        outputs.atomic_write(args.out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2)))
-    )
+    parquet = {name: tables[name] for name in ("vms", "jobs", "apps", "migrations", "windows", "spread")}
+    written = outputs.write_tables(args.out, meta, {"summary": head}, parquet)
     if not args.no_report:
         from colosched.vms_report import write_vms_report
 
@@ -670,43 +663,17 @@ def parser() -> argparse.ArgumentParser:
     from colosched import host
 
     p = sim.add_parser("host", help="vCPU schedulers of one hypervisor host (docs/host-sim.md)")
-    p.add_argument(
-        "--scenario",
-        required=True,
-        help=f"a scenario TOML file, or a bundled one: {', '.join(host.PRESETS)}",
-    )
-    p.add_argument(
-        "--scheduler",
-        action="append",
-        help="scheduler name, comma list, or 'all' (default); repeatable. "
-        f"Known: {', '.join(host.SCHEDULERS)}. The first is the baseline the table compares with",
-    )
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--seeds", type=positive_int, default=1, help="run seeds seed..seed+K-1")
+    add_scenario_args(p, host.PRESETS, "--scheduler", host.SCHEDULERS, seeds=1, repeatable=False,
+                      baseline="The first is the baseline the table compares with")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("out/host"))
-    p.add_argument("--json", action="store_true", help="one JSON line per VM and run on stdout")
-    p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
     p.set_defaults(func=cmd_sim_host)
 
     from colosched import vms
 
     p = sim.add_parser("vms", help="VM placement over SSD-cached hypervisors, spec 003 (docs/vm-sim.md)")
-    p.add_argument(
-        "--scenario",
-        required=True,
-        help=f"a scenario TOML file, or a bundled one: {', '.join(vms.PRESETS)}",
-    )
-    p.add_argument(
-        "--policy",
-        action="append",
-        help="policy name, comma list, or 'all' (default); repeatable. "
-        f"Known: {', '.join(vms.POLICIES)}. Ratios are against random (else the first named)",
-    )
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--seeds", type=positive_int, default=5, help="run seeds seed..seed+K-1 (5, the paper's)")
+    add_scenario_args(p, vms.PRESETS, "--policy", vms.POLICIES, seeds=5, repeatable=False,
+                      baseline="Ratios are against random (else the first named)")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("out/vms"))
-    p.add_argument("--json", action="store_true", help="one JSON line per headline metric and policy")
-    p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
     p.set_defaults(func=cmd_sim_vms)
 
     pl = sub.add_parser("plan", help="planners").add_subparsers(dest="what", required=True)
@@ -725,17 +692,12 @@ def parser() -> argparse.ArgumentParser:
     add_sim_args(p, sweep=True)
     add_sweep_args(p, "cluster")
     p.set_defaults(func=cmd_sweep_cluster)
-    for what, flag, known, func in [
-        ("host", "--scheduler", host.SCHEDULERS, cmd_sweep_host),
-        ("vms", "--policy", vms.POLICIES, cmd_sweep_vms),
+    for what, flag, presets, known, func in [
+        ("host", "--scheduler", host.PRESETS, host.SCHEDULERS, cmd_sweep_host),
+        ("vms", "--policy", vms.PRESETS, vms.POLICIES, cmd_sweep_vms),
     ]:
         p = sw.add_parser(what, help=f"{what} scenarios × {flag[2:]}s × seeds (docs/{what}-sim.md)")
-        p.add_argument("--scenario", action="append", required=True, help="preset or TOML file; repeatable")
-        p.add_argument(flag, action="append", help=f"name, comma list or 'all' (default): {', '.join(known)}")
-        p.add_argument("--seed", type=int, default=1)
-        p.add_argument("--seeds", type=positive_int, default=5, help="seeds seed..seed+K-1 (5)")
-        p.add_argument("--json", action="store_true", help="the summary as JSON lines")
-        p.add_argument("--no-report", action="store_true", help="skip report.html and its figures")
+        add_scenario_args(p, presets, flag, known, seeds=5, repeatable=True)
         add_sweep_args(p, what)
         p.set_defaults(func=func)
 
@@ -806,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         # One plain line, never wrapped, so the file:line:column stays whole for scripts and grep.
         print(f"colosched: error: {e}", file=sys.stderr)
         return BAD_INPUT
-    except RuntimeError as e:  # points of a sweep failed: the others are kept, a rerun retries these
+    except sweep.PointsFailed as e:  # the other points are kept; a rerun computes only these
         print(f"colosched: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -41,6 +41,7 @@ from colosched.report import (
     _fmt,
     _meta_html,
     _render,
+    colour_map,
     html_page,
     publish,
     publish_sections,
@@ -63,11 +64,6 @@ COLOURS = {
     "diff-eevdf": "#17becf",
 }
 OTHER = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22"]
-
-
-def _colours(schedulers: list[str]) -> dict[str, str]:
-    spare = iter(OTHER)
-    return {s: COLOURS.get(s) or next(spare, "#000000") for s in schedulers}
 
 
 def _groups(agg: pl.DataFrame, schedulers, vms_order):
@@ -342,7 +338,7 @@ def write_host_report(
     _check(vms, baseline)
     if pings is None and "ping_rtts_ms" in vms.columns:
         pings = ping_rows(vms)
-    colours = _colours(list(dict.fromkeys(vms["scheduler"].to_list())))
+    colours = colour_map(list(dict.fromkeys(vms["scheduler"].to_list())), COLOURS, OTHER)
     table, figures = _scenario(vms, baseline, colours, pings)
     page = html_page(
         "colosched host report",
@@ -371,7 +367,7 @@ def write_host_sweep_report(out_dir: Path, sweep: pl.DataFrame, meta: dict | Non
     scenarios = sweep.partition_by("scenario", maintain_order=True)
     for rows in scenarios:
         _check(rows, baseline, f" in scenario {rows['scenario'][0]!r}")
-    colours = _colours(list(dict.fromkeys(sweep["scheduler"].to_list())))
+    colours = colour_map(list(dict.fromkeys(sweep["scheduler"].to_list())), COLOURS, OTHER)
     sections = []
     for rows in scenarios:
         table, figures = _scenario(rows, baseline, colours, None)

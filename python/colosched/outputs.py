@@ -24,14 +24,23 @@ def atomic_write(path: Path, write) -> Path:
     return path
 
 
-def write_run(out: Path, result: Result, meta: dict[str, Any], report: bool = True) -> list[Path]:
+Tables = dict[str, pl.DataFrame]
+
+
+def write_tables(out: Path, meta: dict[str, Any], csv: Tables, parquet: Tables | None = None) -> list[Path]:
+    """A run's tables, each `NAME.csv` or `NAME.parquet`, then meta.json, each atomically. An old
+    report.html is removed first, so it never sits beside new results (the caller writes the
+    new one last)."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").unlink(missing_ok=True)  # an old report must not sit beside new results
-    written = [
-        atomic_write(out / "summary.csv", result.summary.write_csv),
-        atomic_write(out / "timeseries.parquet", result.timeseries.write_parquet),
-        atomic_write(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2, default=str))),
-    ]
+    (out / "report.html").unlink(missing_ok=True)
+    written = [atomic_write(out / f"{name}.csv", t.write_csv) for name, t in csv.items()]
+    written += [atomic_write(out / f"{name}.parquet", t.write_parquet) for name, t in (parquet or {}).items()]
+    text = json.dumps(meta, indent=2, default=str)
+    return [*written, atomic_write(out / "meta.json", lambda p: p.write_text(text))]
+
+
+def write_run(out: Path, result: Result, meta: dict[str, Any], report: bool = True) -> list[Path]:
+    written = write_tables(out, meta, {"summary": result.summary}, {"timeseries": result.timeseries})
     if report:
         from colosched.report import write_report
 
@@ -40,12 +49,7 @@ def write_run(out: Path, result: Result, meta: dict[str, Any], report: bool = Tr
 
 
 def write_sweep(out: Path, table: pl.DataFrame, meta: dict[str, Any], report: bool = True) -> list[Path]:
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.html").unlink(missing_ok=True)
-    written = [
-        atomic_write(out / "sweep.csv", table.write_csv),
-        atomic_write(out / "meta.json", lambda p: p.write_text(json.dumps(meta, indent=2, default=str))),
-    ]
+    written = write_tables(out, meta, {"sweep": table})
     if report:
         from colosched.report import write_report
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import itertools
 import math
 import os
 import shutil
@@ -164,9 +165,11 @@ def policy_order(*columns: pl.Series) -> list[str]:
     return [p for p in THESIS_ORDER if p in seen] + [p for p in seen if p not in THESIS_ORDER]
 
 
-def _colours(policies: Sequence[str]) -> dict[str, str]:
-    others = iter(_OTHER_COLOURS * (1 + len(policies) // len(_OTHER_COLOURS)))
-    return {p: _COLOURS[p] if p in _COLOURS else next(others) for p in policies}
+def colour_map(names: Sequence[str], fixed: dict[str, str], spare: Sequence[str] = _OTHER_COLOURS) -> dict:
+    """A colour per name: its own in `fixed`, else the next of `spare` that `fixed` does not use
+    (cycling), so every report draws one policy or scheduler in one colour."""
+    free = itertools.cycle([c for c in spare if c not in fixed.values()])
+    return {n: fixed.get(n) or next(free) for n in names}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -662,7 +665,7 @@ def write_report(
         columns.append(timeseries["policy"])
     if sweep is not None:
         columns.append(sweep["policy"])
-    colours = _colours(policy_order(*columns))
+    colours = colour_map(policy_order(*columns), _COLOURS)
 
     figures = [_fig_bars(agg, colours, "5-4"), _fig_bars(agg, colours, "5-5")]
     notes = []

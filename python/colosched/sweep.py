@@ -40,6 +40,10 @@ GRID_KEYS = {
 }
 
 
+class PointsFailed(RuntimeError):
+    """Points of a sweep failed; the others are written, and a rerun computes only these."""
+
+
 def point_id(point: dict[str, Any]) -> str:
     """A point's name on disk: a hash of its canonical JSON."""
     text = json.dumps(point, sort_keys=True, separators=(",", ":"))
@@ -60,16 +64,21 @@ def cluster_points(
     cache_dir: str | None = None,
 ) -> list[dict[str, Any]]:
     """One point per (machines, overcommit ratio, policy, seed) of a trace replay."""
-    from colosched import cluster
+    from colosched import _native, cluster
 
-    cluster.resolve(profile, **(params or {}))  # a bad parameter fails here, not in a worker
+    cluster.resolve(profile, **(params or {}))  # a bad parameter or policy fails here, not in a worker
+    names = cluster.expand_policies(list(policies))
+    for p in names:
+        if not isinstance(p, str):
+            raise ValueError(f"sweeps take built-in policy names, not {p!r} (callables stay here)")
+        _native.check_policy(p)
     common = {"kind": "cluster", "trace": str(trace), "parts": parts, "profile": profile}
     common |= {"usage_seed": usage_seed, "params": params or {}, "cache_dir": cache_dir}
     return [
         {**common, "machines": m, "overcommit_ratio": r, "policy": p, "seed": s}
         for m in machines
         for r in ratios
-        for p in cluster.expand_policies(list(policies))
+        for p in names
         for s in seeds
     ]
 
@@ -214,7 +223,7 @@ def run(
 ) -> pl.DataFrame:
     """Computes the points not yet under `out/points/` and returns every point's table, in the
     grid's order. `progress` gets {done, running, failed, total, computed} after each point. A
-    point that fails is not written, the others go on; then RuntimeError names the failures
+    point that fails is not written, the others go on; then PointsFailed names the failures
     (a rerun computes only them)."""
     kind, address = parse_executor(executor)
     where = Path(out) / POINTS
@@ -239,7 +248,7 @@ def run(
             if progress:
                 progress(dict(state))
     if failures:
-        raise RuntimeError(
+        raise PointsFailed(
             f"{len(failures)} point(s) failed (rerun to retry them): " + "; ".join(failures[:3])
         )
     return pl.concat([pl.read_parquet(where / f"{i}.parquet") for i in ids], how="diagonal_relaxed")

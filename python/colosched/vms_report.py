@@ -40,6 +40,7 @@ from colosched.report import (
     _fmt,
     _meta_html,
     _render,
+    colour_map,
     html_page,
     publish,
     publish_sections,
@@ -53,11 +54,6 @@ INTRO = (
 )
 COLOURS = {"none": "#7f7f7f", "random": "#ff7f0e", "cloudcache": "#1f77b4", "planner": "#d62728"}
 PAPER = "Paper"  # the captions' source line: spec 003's surviving evaluation
-
-
-def _colours(policies: list[str]) -> dict[str, str]:
-    spare = iter(c for c in OTHER if c not in COLOURS.values())
-    return {p: COLOURS.get(p) or next(spare, "#000000") for p in policies}
 
 
 def _bars(ax, rows: pl.DataFrame, policies, colours, baseline: str) -> None:
@@ -299,7 +295,7 @@ def write_vms_report(
     policies = list(dict.fromkeys(tables["runs"]["policy"].to_list()))
     if baseline not in policies:
         raise ValueError(f"runs: no run of the baseline policy {baseline!r}")
-    colours = _colours(policies)
+    colours = colour_map(policies, COLOURS, OTHER)
     seed = int(tables["runs"]["seed"].min())
     head = vmsim.headline(tables, baseline)
     headline, *jobs = _head_figures(head, policies, colours, baseline)
@@ -340,7 +336,7 @@ def write_vms_sweep_report(
             raise ValueError(
                 f"sweep: no run of the baseline policy {baseline!r} in scenario {rows['scenario'][0]!r}"
             )
-    colours = _colours(list(dict.fromkeys(sweep["policy"].to_list())))
+    colours = colour_map(list(dict.fromkeys(sweep["policy"].to_list())), COLOURS, OTHER)
     sections = []
     for rows in scenarios:
         policies = list(dict.fromkeys(rows["policy"].to_list()))

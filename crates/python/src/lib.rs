@@ -105,6 +105,12 @@ fn policies() -> Vec<String> {
         .collect()
 }
 
+/// Checks a built-in policy name (`random:<cycles>` included); ValueError names a bad one.
+#[pyfunction]
+fn check_policy(name: &str) -> PyResult<()> {
+    Policy::parse(name).map(drop).map_err(PyValueError::new_err)
+}
+
 /// A Python value as a simulator parameter (bool before int: Python's bool is an int).
 fn param(value: &Bound<'_, PyAny>) -> PyResult<Param> {
     if value.is_none() {
@@ -813,6 +819,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(load_trace, m)?)?;
     m.add_function(wrap_pyfunction!(clear_cache, m)?)?;
     m.add_function(wrap_pyfunction!(policies, m)?)?;
+    m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_params, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_jobs, m)?)?;
