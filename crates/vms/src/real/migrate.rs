@@ -354,9 +354,6 @@ fn migrate_one(
     let host = c.host(&m.to).expect("checked").clone();
     let (mut src, source) = inspect(src_qmp)?;
     let d = destination(&source.argv, &source.cwd, src_qmp, &c.run_dir, &m.vm, &m.to)?;
-    let made_run_dir = !c.run_dir.exists();
-    std::fs::create_dir_all(&c.run_dir)
-        .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
     for p in [&d.qmp, &d.pidfile] {
         if p.exists() {
             return Err(Stop::Failed(format!(
@@ -370,6 +367,13 @@ fn migrate_one(
         .map_err(qmp_err)?
         .get("max-bandwidth")
         .and_then(Value::as_u64);
+    // Made last, after every check, and only the directory itself (not its parents), so that
+    // every failure below can remove what was made.
+    let made_run_dir = !c.run_dir.exists();
+    if made_run_dir {
+        std::fs::create_dir(&c.run_dir)
+            .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
+    }
     let mut dest = Dest::spawn(&source, d).inspect_err(|_| {
         if made_run_dir {
             let _ = std::fs::remove_dir(&c.run_dir);

@@ -12,7 +12,9 @@
 use serde::Serialize;
 
 use super::io::{self, Demand, Limit, Stream};
-use super::scenario::{job_kind, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload};
+use super::scenario::{
+    job_kind, vm_id, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload,
+};
 use crate::decide::detect::{Detector, PeakDemand};
 use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
 use crate::decide::plan::{best_distance, plan, random_move, Move};
@@ -215,7 +217,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 _ => 0.0,
             };
             vms.push(VmState {
-                id: format!("{}{i}", app.id),
+                id: vm_id(&app.id, i),
                 app: a,
                 host,
                 task: Task::Idle,

@@ -378,6 +378,13 @@ impl Scenario {
                 Err(format!("{k}: must be a positive number, got {x}"))
             }
         };
+        let non_negative = |k: &str, x: f64| {
+            if x.is_finite() && x >= 0.0 {
+                Ok(())
+            } else {
+                Err(format!("{k}: must be ≥ 0, got {x}"))
+            }
+        };
         let share = |k: &str, x: f64| {
             if (0.0..=1.0).contains(&x) {
                 Ok(())
@@ -427,12 +434,20 @@ impl Scenario {
         if p.per_host == 0 || p.per_cluster == 0 {
             return Err("planner.per_host, planner.per_cluster: must be at least 1".into());
         }
-        positive("planner.tau", self.detect_params().tau)?;
-        share("planner.follow", self.detect_params().follow)?;
+        non_negative("planner.min_gain", p.min_gain)?;
+        non_negative("planner.stickiness", p.stickiness)?;
+        let d = self.detect_params();
+        positive("planner.tau", d.tau)?;
+        positive("planner.ssd_limit", d.ssd_limit)?;
+        share("planner.follow", d.follow)?;
+        if d.k == 0 || d.history == 0 {
+            return Err("planner.k, planner.history: must be at least 1".into());
+        }
         if self.apps.is_empty() {
             return Err("apps: a scenario needs at least one application".into());
         }
         let hosts = self.host_list().len();
+        let mut vm_ids = std::collections::HashMap::new();
         for (i, a) in self.apps.iter().enumerate() {
             let k = |key: &str| format!("apps[{i}].{key}");
             if self.apps[..i].iter().any(|b| b.id == a.id) {
@@ -443,12 +458,17 @@ impl Scenario {
             }
             positive(&k("cache_mb"), a.cache_mb)?;
             positive(&k("mem_mb"), a.mem_mb)?;
-            if !(a.dirty_mbps >= 0.0 && a.dirty_mbps.is_finite()) {
-                return Err(format!(
-                    "{}: must be ≥ 0, got {}",
-                    k("dirty_mbps"),
-                    a.dirty_mbps
-                ));
+            non_negative(&k("dirty_mbps"), a.dirty_mbps)?;
+            // VM ids are the application's id and a number: "zk" with 11 VMs and "zk1" both
+            // would make "zk10".
+            for n in 0..a.vms {
+                if let Some(b) = vm_ids.insert(vm_id(&a.id, n), &a.id) {
+                    let id = vm_id(&a.id, n);
+                    return Err(format!(
+                        "{}: VM {id:?} would also be one of {b:?}'s",
+                        k("id")
+                    ));
+                }
             }
             if let Initial::Hosts(h) = &a.initial {
                 if h.len() != a.vms {
@@ -501,14 +521,8 @@ impl Scenario {
                     positive(&k("workload.iodepth"), *iodepth)?;
                     positive(&k("workload.block_kb"), *block_kb)?;
                     positive(&k("workload.pi_map_s"), *pi_map_s)?;
-                    for (key, x) in [("overhead_s", overhead_s), ("gap_s", gap_s)] {
-                        if !(*x >= 0.0 && x.is_finite()) {
-                            return Err(format!(
-                                "{}: must be ≥ 0, got {x}",
-                                k(&format!("workload.{key}"))
-                            ));
-                        }
-                    }
+                    non_negative(&k("workload.overhead_s"), *overhead_s)?;
+                    non_negative(&k("workload.gap_s"), *gap_s)?;
                 }
                 Workload::Zookeeper {
                     outstanding,
@@ -531,19 +545,30 @@ impl Scenario {
                     share(&k("workload.read"), *read)?;
                     positive(&k("workload.block_kb"), *block_kb)?;
                     positive(&k("workload.ws_mb"), *ws_mb)?;
-                    for (key, x) in [("change_every_s", change_every_s), ("change_cv", change_cv)] {
-                        if !(*x >= 0.0 && x.is_finite()) {
-                            return Err(format!(
-                                "{}: must be ≥ 0, got {x}",
-                                k(&format!("workload.{key}"))
-                            ));
-                        }
+                    // Levels change on whole seconds (the simulator's steps).
+                    non_negative(&k("workload.change_every_s"), *change_every_s)?;
+                    if change_every_s.fract() != 0.0 {
+                        return Err(format!(
+                            "{}: must be a whole number of seconds, got {change_every_s}",
+                            k("workload.change_every_s")
+                        ));
+                    }
+                    if !(0.0..=100.0).contains(change_cv) {
+                        return Err(format!(
+                            "{}: must be from 0 to 100, got {change_cv}",
+                            k("workload.change_cv")
+                        ));
                     }
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The id of an application's VM `i`: "zk" → "zk0", "zk1", …
+pub fn vm_id(app: &str, i: usize) -> String {
+    format!("{app}{i}")
 }
 
 /// toml's errors come on several lines (the line, a caret, the message): one line for a terminal

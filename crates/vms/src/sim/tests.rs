@@ -170,6 +170,42 @@ fn bad_scenarios_name_the_key() {
         .replace("\"randr\"", "\"sort\"");
     let e = Scenario::parse(&hadoop).unwrap_err();
     assert!(e.contains("apps[0].workload.jobs[4]: \"sort\""), "{e}");
+    for (key, says) in [
+        ("ssd_limit = -1", "planner.ssd_limit"),
+        ("min_gain = nan", "planner.min_gain"),
+        ("stickiness = -0.1", "planner.stickiness"),
+        ("k = 0", "planner.k"),
+        ("history = 0", "planner.history"),
+    ] {
+        let e = Scenario::parse(&format!("{good}\n[planner]\n{key}\n")).unwrap_err();
+        assert!(e.contains(says), "{key} -> {e}");
+    }
+    for (from, to, says) in [
+        (
+            "change_every_s = 600",
+            "change_every_s = 0.7",
+            "apps[1].workload.change_every_s: must be a whole",
+        ),
+        (
+            "change_cv = 0.5",
+            "change_cv = 1e200",
+            "apps[1].workload.change_cv",
+        ),
+        (
+            "id = \"other\"",
+            "id = \"hadoop1\"",
+            "apps[1].id: VM \"hadoop10\" would also be one of \"hadoop\"'s",
+        ),
+    ] {
+        // 11 Hadoop VMs, so that "hadoop1"'s VM 0 and "hadoop"'s VM 10 have one id.
+        let text = (crate::sim::scenario::PRESETS[2]
+            .1
+            .replacen("vms = 8", "vms = 11", 1))
+        .replacen(from, to, 1);
+        assert!(text.contains(to), "{from}");
+        let e = Scenario::parse(&text).unwrap_err();
+        assert!(e.contains(says), "{from} -> {e}");
+    }
     let e = Scenario::load("/nonexistent.toml").unwrap_err();
     assert!(e.contains("spec003-fio-read"), "lists the presets: {e}");
 }
