@@ -25,7 +25,8 @@ def _bench():
 
 
 hv = _bench()
-SIM_PING_MS = (97.1, 100.0, 103.3, 106.7, 111.1)
+TRIES = 3
+TOLERANCE = 1.8  # the simulator's p50 and mean round trip within this factor of the kernel's
 
 
 @pytest.fixture(scope="module")
@@ -47,28 +48,44 @@ def tools(tmp_path_factory):
     return hv.build(tmp_path_factory.mktemp("udpecho"))
 
 
-def test_a_short_slice_cuts_the_echo_tail_beside_hogs_for_real_and_in_the_simulator(tools):
-    # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's slice to end
-    # in a good share of requests, a 0.5 ms slice preempts at once (PREEMPT_SHORT). The 90th
-    # percentile, not the 99th: of 150 samples the 99th is the second worst, set on this shared
-    # VM by the hypervisor's steal (bench/RESULTS.md: p99 11 ms with no hog at all).
-    real = {s: hv.real_run(tools, hogs=4, slice_ms=s, requests=150, gap_ms=30.0) for s in (None, 0.5)}
+def quiet_run(tools, slice_ms):
+    """One real configuration, measured again while something else had the CPUs (the hypervisor's
+    steal, or other tasks beside ours over 5 % of a CPU): such a run says nothing of EEVDF."""
+    why = []
+    for _ in range(TRIES):
+        r = hv.real_run(tools, hogs=4, slice_ms=slice_ms, requests=200, gap_ms=30.0)
+        reason = hv.disturbed(r["disturbance"])
+        if reason is None:
+            return r
+        why.append(reason)
+    pytest.skip(f"the machine was busy in all {TRIES} real runs ({'; '.join(why)}): a verdict would be noise")
+
+
+def test_a_short_slice_cuts_the_echo_tail_beside_hogs_for_real_and_the_simulator_agrees(tools):
+    # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's tick in a
+    # good share of requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT) unless
+    # another hog's deadline is earlier. The 90th percentile, not the 99th: of 200 samples the
+    # 99th is the second worst, set on this shared VM by the hypervisor's steal.
+    real = {s: quiet_run(tools, s) for s in (None, 0.5)}
     for r in real.values():
-        assert r["lost"] == 0 and len(r["rtt_ms"]) == 150, r["lost"]
+        assert r["lost"] == 0 and len(r["rtt_ms"]) == 200, r["lost"]
     assert real[0.5]["slice_ms"] == pytest.approx(0.5)
-    p90 = {s: hv.stats(r["rtt_ms"])["p90"] for s, r in real.items()}
-    assert p90[0.5] < 0.5 * p90[None], p90
-    cpu_us, base = real[None]["cpu_us_per_request"], real[None]["default_slice_ms"]
+    kernel = {s: hv.stats(r["rtt_ms"]) for s, r in real.items()}
+    assert kernel[0.5]["p90"] < 0.5 * kernel[None]["p90"], kernel
 
-    # The simulator's pings are periodic and its hogs' slices too, so one ping period samples one
-    # phase of them: at some costs no ping ever meets a hog (p90 0.06 ms with either slice), at
-    # others every one does. Five periods pooled sample the phases (a sweep of costs 30–160 µs
-    # then always shows the short slice's gain; one period failed at 8 of 19 costs).
-    def sim_p90(s):
-        return hv.stats([x for ms in SIM_PING_MS for x in hv.sim_run(4, s, cpu_us, 20.0, base, ms)])["p90"]
-
-    sim = {s: sim_p90(s) for s in (None, 0.5)}
-    assert sim[0.5] < sim[None], sim
+    # The same set-up simulated, each with its own measured cost per request, pinged at the
+    # client's random gaps. The direction first, then the numbers: p90 is bimodal here (a
+    # request waits for a tick or does not), so the numbers compared are the median (a
+    # request's own cost) and the mean, which moves with the share of requests that waited.
+    sim = {
+        s: hv.stats(hv.sim_run(4, s, r["cpu_us_per_request"], 20.0, r["default_slice_ms"], 30.0))
+        for s, r in real.items()
+    }
+    assert sim[0.5]["p90"] < sim[None]["p90"] and sim[0.5]["waited"] < sim[None]["waited"], sim
+    for s in real:
+        for x in ("p50", "mean"):
+            ratio = sim[s][x] / kernel[s][x]
+            assert 1 / TOLERANCE < ratio < TOLERANCE, (s, x, kernel[s], sim[s])
 
 
 @pytest.mark.parametrize(

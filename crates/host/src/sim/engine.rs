@@ -60,6 +60,9 @@ struct VmSim {
     serve_speed: f64,
     /// CPU work (speed-1 ns) its rings could use since the last network quantum.
     service: f64,
+    /// Work given to a vCPU woken for the packets waiting in its ring, not yet matched by
+    /// drained packets: running it is what drains them, so their cost is not charged again.
+    prepaid: f64,
 }
 
 struct CoreSim {
@@ -142,7 +145,7 @@ pub fn simulate(
                 done: false,
                 net: match &vms[vm].workload {
                     Workload::Network(n) => {
-                        let mut net = NetSim::new(n.clone());
+                        let mut net = NetSim::new(n.clone(), mix(mix(cfg.seed) ^ !(vm as u64)));
                         net.quantum = cfg.net_quantum;
                         Some(net)
                     }
@@ -152,6 +155,7 @@ pub fn simulate(
                 serve_since: 0,
                 serve_speed: 1.0,
                 service: 0.0,
+                prepaid: 0.0,
             })
             .collect(),
         cores: host
@@ -305,7 +309,10 @@ impl Engine<'_> {
                 continue;
             };
             let drained = net.tick(now, service);
-            let charge = drained as f64 * net.cost_per_packet();
+            let cost = drained as f64 * net.cost_per_packet();
+            let covered = cost.min(state.prepaid);
+            state.prepaid -= covered;
+            let charge = cost - covered;
             let waiting = net.rx_len() > 0;
             if charge > 0.0 || waiting {
                 self.charge(vm, now, charge, waiting);
@@ -329,7 +336,8 @@ impl Engine<'_> {
     }
 
     /// Add `charge` work to a vCPU of `vm`; with `waiting` packets and no vCPU runnable, wake
-    /// one (the ring's interrupt).
+    /// one (the ring's interrupt) with the work of every waiting packet besides, prepaid: the
+    /// guest drains as it runs, whatever the network quantum.
     fn charge(&mut self, vm: usize, now: Nanos, charge: f64, waiting: bool) {
         let state = &self.vms[vm];
         let vcpus: Vec<VcpuId> = (state.vcpus.iter())
@@ -364,11 +372,12 @@ impl Engine<'_> {
                 if charge <= 0.0 && !waiting {
                     return;
                 }
-                let work = match (charge > 0.0, &self.vms[vm].net) {
-                    (true, _) => charge,
-                    (false, Some(net)) => net.cost_per_packet().max(1.0),
-                    (false, None) => 1.0,
+                let ring = match &self.vms[vm].net {
+                    Some(net) if waiting => net.rx_len() as f64 * net.cost_per_packet(),
+                    _ => 0.0,
                 };
+                self.vms[vm].prepaid = ring;
+                let work = (charge + ring).max(1.0);
                 self.vcpus[v].activity = Activity::Compute { left: work };
                 self.work_assigned += work;
                 self.sched.wake(now, v);

@@ -38,6 +38,7 @@ use std::collections::VecDeque;
 
 use super::model::{ms, Nanos, MS};
 use crate::decide::diff::RingSample;
+use colosched_core::Rng;
 
 /// One network quantum (see the module doc).
 pub const NET_QUANTUM: Nanos = MS;
@@ -80,6 +81,10 @@ pub struct Network {
     pub ring_slots: u64,
     /// Time between pings (`PING_INTERVAL`, 100 ms, unless a scenario says otherwise).
     pub ping_interval_ms: f64,
+    /// Spread of the gaps between pings: each is drawn uniformly from `ping_interval_ms` ×
+    /// [1 − jitter, 1 + jitter] (0: a fixed interval). Random gaps, as a real client's, sample
+    /// every phase of the host's ticks and slices; a fixed interval can lock onto one.
+    pub ping_jitter: f64,
     /// Which vCPUs take the rings' interrupts and drain them: only the first (`false`, the
     /// default: netfront's event channel is bound to vCPU 0 and a single-queue NIC's NAPI polls
     /// where its interrupt lands) or any of the VM's vCPUs (`true`: interrupts follow whichever
@@ -101,6 +106,7 @@ impl Network {
             ping: true,
             ring_slots: 256,
             ping_interval_ms: 100.0,
+            ping_jitter: 0.0,
             any_vcpu: false,
         }
     }
@@ -216,11 +222,14 @@ pub struct NetSim {
     /// Replies and ACKs posted to the TX ring in the last quantum.
     tx: u64,
     drops_since_sample: u64,
+    /// Draws the gaps between pings (`ping_jitter`).
+    rng: Rng,
     pub stats: NetStats,
 }
 
 impl NetSim {
-    pub fn new(spec: Network) -> NetSim {
+    /// A flow at rest; `seed` drives its random draws (the gaps between pings).
+    pub fn new(spec: Network, seed: u64) -> NetSim {
         NetSim {
             spec,
             quantum: NET_QUANTUM,
@@ -239,6 +248,7 @@ impl NetSim {
             service_credit: 0.0,
             tx: 0,
             drops_since_sample: 0,
+            rng: Rng::new(seed),
             stats: NetStats::default(),
         }
     }
@@ -332,7 +342,8 @@ impl NetSim {
             );
         }
         if self.spec.ping && now >= self.next_ping {
-            self.next_ping = now + ms(self.spec.ping_interval_ms);
+            let spread = self.spec.ping_jitter * (2.0 * self.rng.next_f64() - 1.0);
+            self.next_ping = now + ms(self.spec.ping_interval_ms * (1.0 + spread));
             self.stats.pings_sent += 1;
             self.enqueue_link(
                 Batch {
@@ -382,7 +393,8 @@ impl NetSim {
         }
         // 5. The guest drains what its CPU time allowed.
         self.service_credit += service / self.cost_per_packet().max(1e-9);
-        let n = (self.service_credit.floor() as u64).min(self.rx);
+        // (A hair over the floor: a vCPU that ran exactly one packet's cost drains it.)
+        let n = ((self.service_credit + 1e-9).floor() as u64).min(self.rx);
         self.service_credit -= n as f64;
         if self.rx == n {
             // Service the ring could not use (the guest was idle) is not saved up, not even
@@ -418,15 +430,18 @@ mod tests {
     use super::*;
 
     fn udp(rate: f64, cap: f64, delay_ms: f64) -> NetSim {
-        NetSim::new(Network {
-            rate_mbit_s: rate,
-            delay_ms,
-            cap_mbit_s: cap,
-            cpu_us_per_packet: 10.0,
-            cpu_work_ms: None,
-            ping: false,
-            ..Network::spec002(Protocol::Udp)
-        })
+        NetSim::new(
+            Network {
+                rate_mbit_s: rate,
+                delay_ms,
+                cap_mbit_s: cap,
+                cpu_us_per_packet: 10.0,
+                cpu_work_ms: None,
+                ping: false,
+                ..Network::spec002(Protocol::Udp)
+            },
+            1,
+        )
     }
 
     #[test]
@@ -493,12 +508,15 @@ mod tests {
 
     #[test]
     fn ping_rtt_is_two_delays_plus_the_wait_for_the_guest() {
-        let mut n = NetSim::new(Network {
-            protocol: Protocol::Icmp,
-            ping: true,
-            delay_ms: 10.0,
-            ..Network::spec002(Protocol::Icmp)
-        });
+        let mut n = NetSim::new(
+            Network {
+                protocol: Protocol::Icmp,
+                ping: true,
+                delay_ms: 10.0,
+                ..Network::spec002(Protocol::Icmp)
+            },
+            1,
+        );
         // The guest runs always: RTT = 2 × 10 ms.
         for k in 0..=20u64 {
             n.tick(k * MS, 1e6);

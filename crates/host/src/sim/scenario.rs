@@ -53,6 +53,7 @@
 //! cpu_work_ms = 1000             # optional: CPU work per vCPU besides the network
 //! ping = true                    # optional, default true: ICMP echo 10/s
 //! ping_interval_ms = 100         # optional, default 100: time between pings
+//! ping_jitter = 0.5              # optional, 0–1, default 0: gaps uniform in interval × [1 ∓ jitter]
 //! ring_slots = 256               # optional, default 256
 //! drain_on = "vcpu0"             # optional: "vcpu0" (default) or "any" vCPU drains the rings
 //! ```
@@ -107,6 +108,7 @@ const NETWORK_KEYS: &[&str] = &[
     "ring_slots",
     "drain_on",
     "ping_interval_ms",
+    "ping_jitter",
 ];
 
 /// A value as it would be written, for error messages (tables and arrays by their type).
@@ -422,6 +424,12 @@ fn parse_network(vm: &At) -> Result<Network, String> {
         ping,
         ring_slots: vm.count("ring_slots", Some(256.0))? as u64,
         ping_interval_ms: vm.positive("ping_interval_ms", Some(100.0))?,
+        ping_jitter: vm.checked(
+            "ping_jitter",
+            "from 0 to 1",
+            |x| (0.0..=1.0).contains(&x),
+            Some(0.0),
+        )?,
         any_vcpu: match vm.str("drain_on")? {
             None | Some("vcpu0") => false,
             Some("any") => true,

@@ -357,6 +357,7 @@ fn arb_workload() -> impl Strategy<Value = Workload> {
                         ping,
                         ring_slots: slots,
                         ping_interval_ms: 100.0,
+                        ping_jitter: 0.0,
                         any_vcpu,
                     })
                 }
