@@ -19,7 +19,9 @@ the scheduler; the table marks it and the test measures again.
     .venv/bin/python bench/host_validate.py [--ks 0,1,2,4] [--slices default,0.5] [--requests 300]
 
 Prints a Markdown table: p50/p90/p99 and mean round trip and the share of requests that waited
-for a hog (over 1 ms), real and simulated. Needs root (sched_setattr on another task), cc, and 2 CPUs. Every child is pinned, dies
+for a hog (over 1 ms), real and simulated.
+
+Needs root (sched_setattr on another task), cc, and 2 CPUs. Every child is pinned, dies
 with this script (PR_SET_PDEATHSIG) and is killed in a finally. Bounded: each configuration sends
 `--requests` requests (at most ~0.15 s apart, a reply waited for at most 1 s).
 """
@@ -135,7 +137,7 @@ def disturbance(before: dict, after: dict, ours: int, wall_ns: int) -> dict[str,
     """Shares of the run's wall time: steal on the server's and the client's CPUs, and busy time
     on the server's CPU that was not the server's or the hogs' (`ours`, ns)."""
     jiffy = 1e9 / USER_HZ
-    (b0, s0), (b1, s1) = before["client"], after["client"]
+    (_, s0), (_, s1) = before["client"], after["client"]
     (sb0, ss0), (sb1, ss1) = before["server"], after["server"]
     return {
         "steal": max(s1 - s0, ss1 - ss0) * jiffy / wall_ns,
