@@ -44,6 +44,9 @@ struct VcpuSim {
     stats: VcpuStats,
     /// Its own stream of work draws (`Vm::work_cv`).
     rng: Rng,
+    /// Its current work is only its rings' packets (a network vCPU woken by their interrupt),
+    /// not a program: it grows to the ring's backlog, and its end is no completion.
+    packets: bool,
 }
 
 struct VmSim {
@@ -131,6 +134,7 @@ pub fn simulate(
                 started: 0,
                 stats: VcpuStats::default(),
                 rng: Rng::new(mix(mix(cfg.seed) ^ v as u64)),
+                packets: false,
             })
             .collect(),
         vms: (0..vms.len())
@@ -192,6 +196,11 @@ impl Engine<'_> {
         for v in order {
             let work = self.unit_work(v);
             self.vcpus[v].activity = Activity::Compute { left: work };
+            // A network VM without CPU work starts by taking packets.
+            self.vcpus[v].packets = matches!(
+                &self.topo.vms[self.vcpus[v].vm].workload,
+                Workload::Network(n) if n.cpu_work_ms.is_none()
+            );
             self.work_assigned += work;
             self.sched.admit(0, v);
         }
@@ -214,12 +223,12 @@ impl Engine<'_> {
                 Event::Periodic => {
                     self.sched.periodic(t);
                     if let Some(next) = self.sched.next_periodic() {
-                        self.push(next.max(t + 1), Event::Periodic);
+                        self.push(next.max(t.saturating_add(1)), Event::Periodic);
                     }
                 }
                 Event::Net => {
                     self.net_tick(t);
-                    self.push(t + self.cfg.net_quantum, Event::Net);
+                    self.push(t.saturating_add(self.cfg.net_quantum), Event::Net);
                 }
                 Event::Core { core, generation } => {
                     if generation == self.cores[core].generation {
@@ -286,6 +295,7 @@ impl Engine<'_> {
         let work = self.unit_work(v);
         self.vcpus[v].activity = Activity::Compute { left: work };
         self.vcpus[v].started = now;
+        self.vcpus[v].packets = false;
         self.work_assigned += work;
     }
 
@@ -306,9 +316,9 @@ impl Engine<'_> {
             };
             let drained = net.tick(now, service);
             let charge = drained as f64 * net.cost_per_packet();
-            let waiting = net.rx_len() > 0;
-            if charge > 0.0 || waiting {
-                self.charge(vm, now, charge, waiting);
+            let backlog = net.rx_len() as f64 * net.cost_per_packet();
+            if charge > 0.0 || backlog > 0.0 {
+                self.charge(vm, now, charge, backlog);
             }
         }
         if now.is_multiple_of(SAMPLE_PERIOD) && self.sched.observes() {
@@ -328,9 +338,11 @@ impl Engine<'_> {
         }
     }
 
-    /// Add `charge` work to a vCPU of `vm`; with `waiting` packets and no vCPU runnable, wake
-    /// one (the ring's interrupt).
-    fn charge(&mut self, vm: usize, now: Nanos, charge: f64, waiting: bool) {
+    /// Add `charge` work to a vCPU of `vm`; with packets waiting (`backlog`: their cost) and no
+    /// vCPU runnable, wake one (the ring's interrupt) to take them all. A vCPU that runs only
+    /// for the rings keeps at least the backlog's work, whatever the quantum, so the ring drains
+    /// as fast as packets come (NAPI polls until the ring is empty).
+    fn charge(&mut self, vm: usize, now: Nanos, charge: f64, backlog: f64) {
         let state = &self.vms[vm];
         let vcpus: Vec<VcpuId> = (state.vcpus.iter())
             .copied()
@@ -349,9 +361,14 @@ impl Engine<'_> {
                     self.progress(core, now);
                     self.dirty.push(core);
                 }
+                let packets = self.vcpus[v].packets;
                 if let Activity::Compute { left } = &mut self.vcpus[v].activity {
+                    let before = *left;
                     *left += charge;
-                    self.work_assigned += charge;
+                    if packets {
+                        *left = left.max(backlog);
+                    }
+                    self.work_assigned += *left - before;
                 }
             }
             None => {
@@ -361,15 +378,9 @@ impl Engine<'_> {
                 else {
                     return;
                 };
-                if charge <= 0.0 && !waiting {
-                    return;
-                }
-                let work = match (charge > 0.0, &self.vms[vm].net) {
-                    (true, _) => charge,
-                    (false, Some(net)) => net.cost_per_packet().max(1.0),
-                    (false, None) => 1.0,
-                };
+                let work = charge.max(backlog).max(1.0);
                 self.vcpus[v].activity = Activity::Compute { left: work };
+                self.vcpus[v].packets = true;
                 self.work_assigned += work;
                 self.sched.wake(now, v);
             }
@@ -453,7 +464,8 @@ impl Engine<'_> {
                 }
             }
             Workload::Network(ref n) => {
-                if n.cpu_work_ms.is_some() {
+                let program = n.cpu_work_ms.is_some() && !self.vcpus[v].packets;
+                if program {
                     self.completions.push(Completion {
                         vm,
                         vcpu: Some(v),
@@ -461,7 +473,7 @@ impl Engine<'_> {
                         finished: now,
                     });
                 }
-                if n.cpu_work_ms.is_some() && spec.repeat {
+                if program && spec.repeat {
                     self.restart(v, now);
                 } else {
                     // Nothing to do until packets arrive.
@@ -603,11 +615,14 @@ impl Engine<'_> {
         let c = &mut self.cores[core];
         c.generation += 1;
         let boundary = d.vcpu.map(|v| match self.vcpus[v].activity {
-            Activity::Compute { left } => now + ((left / c.speed).ceil() as Nanos).max(1),
-            Activity::Spin { left } => now + left.max(1),
+            // Saturating: a unit too long for the clock ends at its end, never in the past.
+            Activity::Compute { left } => {
+                now.saturating_add(((left / c.speed).ceil() as Nanos).max(1))
+            }
+            Activity::Spin { left } => now.saturating_add(left.max(1)),
             Activity::Blocked | Activity::Done => unreachable!(),
         });
-        let until = d.until.map(|t| t.max(now + 1));
+        let until = d.until.map(|t| t.max(now.saturating_add(1)));
         let next = match (boundary, until) {
             (Some(b), Some(u)) => Some(b.min(u)),
             (b, u) => b.or(u),
@@ -661,7 +676,9 @@ fn work_of(vm: &Vm, rng: &mut Rng) -> f64 {
             None => return (n.cpu_us_per_packet * 1e3).max(1.0),
         },
     };
-    mean * lognormal(rng, vm.work_cv)
+    // At least 1 ns of work: a unit always ends after the instant it starts, so no chain of
+    // empty units (barrier after barrier) can run at one instant.
+    (mean * lognormal(rng, vm.work_cv)).max(1.0)
 }
 
 /// A factor of mean 1 and coefficient of variation `cv`, lognormal (always positive): exp(μ + σZ)
