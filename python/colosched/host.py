@@ -43,10 +43,12 @@ def expand_schedulers(names: Sequence[str]) -> list[str]:
 def run(
     scenario: str,
     schedulers: Sequence[str] = ("all",),
-    seeds: Sequence[int] = (1,),
+    seeds: Sequence[int] = (1, 2, 3, 4, 5),
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """Runs `scenario` (a preset name or a TOML file) under each scheduler and seed.
+    """Runs `scenario` (a preset name or a TOML file) under each scheduler and seed (five by
+    default: a comparison needs the spread over seeds, issue 26; a scenario without `work_cv` or
+    `shuffle_start` gives every seed the same run, and `per_vm` then shows no spread).
 
     Returns (runs, vms): one row per run (scenario, scheduler, seed, end_ms, events), and one
     row per VM and run; `vms.ping_rtts_ms` holds every answered ping's round trip (a list, empty
@@ -90,12 +92,16 @@ def _keys_first(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
 
 
 def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:
-    """Means over seeds per scheduler and VM, with the ratio to `baseline`'s mean completion."""
+    """Means over seeds per scheduler and VM, with the ratio to `baseline`'s mean completion,
+    and the spread over seeds: the standard deviation of the mean completion time and of the time
+    on a core (`*_sd_ms`, 0 for one seed or runs that do not differ)."""
     agg = vms.group_by("scheduler", "vm", maintain_order=True).agg(
         pl.col("vcpus").first(),
         pl.col("workload").first(),
         pl.col("seed").n_unique().alias("runs"),
         pl.col("completions").sum(),
+        pl.col("mean_completion_ms").std(ddof=0).fill_null(0.0).alias("completion_sd_ms"),
+        pl.col("run_ms").std(ddof=0).fill_null(0.0).alias("run_sd_ms"),
         pl.col("mean_completion_ms").mean(),
         pl.col("run_ms").mean(),
         pl.col("spin_ms").mean(),

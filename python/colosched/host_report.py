@@ -288,14 +288,41 @@ def _table(agg: pl.DataFrame, baseline: str) -> str:
     body = []
     for r in agg.iter_rows(named=True):
         cells = [_e(r["scheduler"]), _e(r["vm"]), r["vcpus"], _e(r["workload"]), r["runs"], r["completions"]]
-        cells += [_fmt(r["mean_completion_ms"], ",.1f"), _fmt(r["vs_baseline"], ".3f")]
-        cells += [_fmt(r["run_ms"] / 1e3, ",.2f"), _fmt(r["spin_ms"] / 1e3, ",.2f")]
+        spread = r["runs"] > 1
+        completion = _fmt(r["mean_completion_ms"], ",.1f")
+        run = _fmt(r["run_ms"] / 1e3, ",.2f")
+        if spread:
+            completion += " ± " + _fmt(r["completion_sd_ms"], ",.1f")
+            run += " ± " + _fmt(r["run_sd_ms"] / 1e3, ",.2f")
+        cells += [completion, _fmt(r["vs_baseline"], ".3f"), run, _fmt(r["spin_ms"] / 1e3, ",.2f")]
         body.append("<tr>" + "".join(f'<td class="num">{c}</td>' for c in cells) + "</tr>")
     return (
         f'<table class="summary">\n<thead>{head}</thead>\n<tbody>\n'
         + "\n".join(body)
         + "\n</tbody>\n</table>"
     )
+
+
+def _seeds_note(vms: pl.DataFrame) -> str:
+    """How many seeds the means are over, ± one standard deviation over them; a warning when
+    there is one seed, or when the seeds gave identical runs (a deterministic scenario)."""
+    seeds = vms["seed"].n_unique()
+    if seeds == 1:
+        return "One seed: no spread, so a difference between schedulers may be an accident of this run."
+    keys = ["scheduler", "vm"]
+    columns = ["mean_completion_ms", "run_ms"]
+    varied = (
+        vms.group_by(keys)
+        .agg(pl.col(c).n_unique() > 1 for c in columns)
+        .select(pl.any_horizontal(columns))
+        .to_series()
+        .any()
+    )
+    note = f"Means over {seeds} seeds ± one standard deviation over them."
+    if not varied:
+        note += (" Every seed gave the same runs (no work_cv or shuffle_start in the scenario): "
+                 "a difference between schedulers may be an accident of this one start.")  # fmt: skip
+    return note
 
 
 def _check(vms: pl.DataFrame, baseline: str, where: str = "") -> None:
@@ -347,7 +374,7 @@ def write_host_report(
             "<h2>Run</h2>",
             _meta_html(meta),
             "<h2>Per VM</h2>",
-            f'<p class="note">Means over seeds. The baseline is {_e(baseline)}.</p>',
+            f'<p class="note">{_seeds_note(vms)} The baseline is {_e(baseline)}.</p>',
             table,
             "<h2>Figures</h2>",
             *[_figure_html(f, PAPER) for f in figures],

@@ -178,3 +178,48 @@ def test_colosched_host_is_the_agents_host_command(tmp_path, capfd):
     bad.write_text('[[vm]]\nname = "web"\nweight = -1\n')
     assert cli.main(["host", "check-config", "--config", str(bad)]) == 2
     assert f"{bad}: vm[0].weight: must be positive" in capfd.readouterr().err
+
+
+def test_comparisons_carry_the_spread_over_seeds_and_say_when_there_is_none(tmp_path):
+    from colosched.host_report import write_host_report
+
+    path = tmp_path / "two-hogs.toml"
+    path.write_text(TWO_HOGS)
+    _, drawn = host.run(str(path), ["credit", "aash"])  # the default: five seeds
+    assert sorted(drawn["seed"].unique()) == [1, 2, 3, 4, 5]
+    agg = host.per_vm(drawn, "credit")
+    assert (agg["runs"] == 5).all() and (agg["completion_sd_ms"] > 0).all(), agg
+    report = write_host_report(tmp_path / "drawn", drawn, None, "credit").read_text()
+    assert "Means over 5 seeds ± one standard deviation" in report and " ± " in report
+    assert "Every seed gave the same runs" not in report
+    # Without work_cv every seed gives the same run: no spread, and the report says so.
+    fixed = tmp_path / "fixed.toml"
+    fixed.write_text(TWO_HOGS.replace("work_cv = 0.3", "work_cv = 0"))
+    _, same = host.run(str(fixed), ["credit"], seeds=[1, 2])
+    assert (host.per_vm(same, "credit")["completion_sd_ms"] == 0).all()
+    report = write_host_report(tmp_path / "same", same, None, "credit").read_text()
+    assert "Every seed gave the same runs" in report
+    _, one = host.run(str(fixed), ["credit"], seeds=[1])
+    assert "One seed: no spread" in write_host_report(tmp_path / "one", one, None, "credit").read_text()
+
+
+@pytest.mark.parametrize(
+    ("line", "key"),
+    [
+        ("horizon_ms = 1e300", "horizon_ms"),
+        ("horizon_ms = 2000\nnet_quantum_ms = 7", "net_quantum_ms"),
+        ("horizon_ms = 2000\nmigration_warmup_ms = 1e300", "migration_warmup_ms"),
+    ],
+)
+def test_a_value_out_of_range_exits_2_naming_the_key_in_time(tmp_path, line, key):
+    import subprocess
+    import sys
+
+    path = tmp_path / "bad.toml"
+    path.write_text(TWO_HOGS.replace("horizon_ms = 2000", line))
+    out = str(tmp_path / "o")
+    argv = [sys.executable, "-m", "colosched.cli", "sim", "host", "--scenario", str(path), "--out", out]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert f"{path}: {key}: " in done.stderr
+    assert not (tmp_path / "o").exists()

@@ -44,6 +44,9 @@ struct VcpuSim {
     stats: VcpuStats,
     /// Its own stream of work draws (`Vm::work_cv`).
     rng: Rng,
+    /// Its current work is only its rings' packets (a network vCPU woken by their interrupt),
+    /// not a program: it grows to the ring's backlog, and its end is no completion.
+    packets: bool,
 }
 
 struct VmSim {
@@ -134,6 +137,7 @@ pub fn simulate(
                 started: 0,
                 stats: VcpuStats::default(),
                 rng: Rng::new(mix(mix(cfg.seed) ^ v as u64)),
+                packets: false,
             })
             .collect(),
         vms: (0..vms.len())
@@ -196,6 +200,11 @@ impl Engine<'_> {
         for v in order {
             let work = self.unit_work(v);
             self.vcpus[v].activity = Activity::Compute { left: work };
+            // A network VM without CPU work starts by taking packets.
+            self.vcpus[v].packets = matches!(
+                &self.topo.vms[self.vcpus[v].vm].workload,
+                Workload::Network(n) if n.cpu_work_ms.is_none()
+            );
             self.work_assigned += work;
             self.sched.admit(0, v);
         }
@@ -218,12 +227,12 @@ impl Engine<'_> {
                 Event::Periodic => {
                     self.sched.periodic(t);
                     if let Some(next) = self.sched.next_periodic() {
-                        self.push(next.max(t + 1), Event::Periodic);
+                        self.push(next.max(t.saturating_add(1)), Event::Periodic);
                     }
                 }
                 Event::Net => {
                     self.net_tick(t);
-                    self.push(t + self.cfg.net_quantum, Event::Net);
+                    self.push(t.saturating_add(self.cfg.net_quantum), Event::Net);
                 }
                 Event::Core { core, generation } => {
                     if generation == self.cores[core].generation {
@@ -290,6 +299,7 @@ impl Engine<'_> {
         let work = self.unit_work(v);
         self.vcpus[v].activity = Activity::Compute { left: work };
         self.vcpus[v].started = now;
+        self.vcpus[v].packets = false;
         self.work_assigned += work;
     }
 
@@ -313,9 +323,9 @@ impl Engine<'_> {
             let covered = cost.min(state.prepaid);
             state.prepaid -= covered;
             let charge = cost - covered;
-            let waiting = net.rx_len() > 0;
-            if charge > 0.0 || waiting {
-                self.charge(vm, now, charge, waiting);
+            let backlog = net.rx_len() as f64 * net.cost_per_packet();
+            if charge > 0.0 || backlog > 0.0 {
+                self.charge(vm, now, charge, backlog);
             }
         }
         if now.is_multiple_of(SAMPLE_PERIOD) && self.sched.observes() {
@@ -335,10 +345,12 @@ impl Engine<'_> {
         }
     }
 
-    /// Add `charge` work to a vCPU of `vm`; with `waiting` packets and no vCPU runnable, wake
-    /// one (the ring's interrupt) with the work of every waiting packet besides, prepaid: the
-    /// guest drains as it runs, whatever the network quantum.
-    fn charge(&mut self, vm: usize, now: Nanos, charge: f64, waiting: bool) {
+    /// Add `charge` work to a vCPU of `vm`; with packets waiting (`backlog`: their cost) and no
+    /// vCPU runnable, wake one (the ring's interrupt) to take them all. A vCPU that runs only
+    /// for the rings keeps at least the backlog's work, whatever the quantum, so the ring drains
+    /// as fast as packets come (NAPI polls until the ring is empty). That backlog work is
+    /// prepaid: running it is what drains the packets, so their cost is not charged again.
+    fn charge(&mut self, vm: usize, now: Nanos, charge: f64, backlog: f64) {
         let state = &self.vms[vm];
         let vcpus: Vec<VcpuId> = (state.vcpus.iter())
             .copied()
@@ -357,9 +369,14 @@ impl Engine<'_> {
                     self.progress(core, now);
                     self.dirty.push(core);
                 }
+                let more = if self.vcpus[v].packets {
+                    self.prepay(vm, backlog)
+                } else {
+                    0.0
+                };
                 if let Activity::Compute { left } = &mut self.vcpus[v].activity {
-                    *left += charge;
-                    self.work_assigned += charge;
+                    *left += charge + more;
+                    self.work_assigned += charge + more;
                 }
             }
             None => {
@@ -369,20 +386,23 @@ impl Engine<'_> {
                 else {
                     return;
                 };
-                if charge <= 0.0 && !waiting {
-                    return;
-                }
-                let ring = match &self.vms[vm].net {
-                    Some(net) if waiting => net.rx_len() as f64 * net.cost_per_packet(),
-                    _ => 0.0,
-                };
-                self.vms[vm].prepaid = ring;
-                let work = (charge + ring).max(1.0);
+                let work = (charge + self.prepay(vm, backlog)).max(1.0);
                 self.vcpus[v].activity = Activity::Compute { left: work };
+                self.vcpus[v].packets = true;
                 self.work_assigned += work;
                 self.sched.wake(now, v);
             }
         }
+    }
+
+    /// The work to give for the ring's packets (`backlog`: their cost) that no prepaid work
+    /// covers yet, now prepaid too.
+    fn prepay(&mut self, vm: usize, backlog: f64) -> f64 {
+        let prepaid = &mut self.vms[vm].prepaid;
+        *prepaid = prepaid.min(backlog);
+        let more = backlog - *prepaid;
+        *prepaid = backlog;
+        more
     }
 
     /// Let every core the scheduler (or a barrier release) asked for decide now.
@@ -462,7 +482,8 @@ impl Engine<'_> {
                 }
             }
             Workload::Network(ref n) => {
-                if n.cpu_work_ms.is_some() {
+                let program = n.cpu_work_ms.is_some() && !self.vcpus[v].packets;
+                if program {
                     self.completions.push(Completion {
                         vm,
                         vcpu: Some(v),
@@ -470,7 +491,7 @@ impl Engine<'_> {
                         finished: now,
                     });
                 }
-                if n.cpu_work_ms.is_some() && spec.repeat {
+                if program && spec.repeat {
                     self.restart(v, now);
                 } else {
                     // Nothing to do until packets arrive.
@@ -612,11 +633,14 @@ impl Engine<'_> {
         let c = &mut self.cores[core];
         c.generation += 1;
         let boundary = d.vcpu.map(|v| match self.vcpus[v].activity {
-            Activity::Compute { left } => now + ((left / c.speed).ceil() as Nanos).max(1),
-            Activity::Spin { left } => now + left.max(1),
+            // Saturating: a unit too long for the clock ends at its end, never in the past.
+            Activity::Compute { left } => {
+                now.saturating_add(((left / c.speed).ceil() as Nanos).max(1))
+            }
+            Activity::Spin { left } => now.saturating_add(left.max(1)),
             Activity::Blocked | Activity::Done => unreachable!(),
         });
-        let until = d.until.map(|t| t.max(now + 1));
+        let until = d.until.map(|t| t.max(now.saturating_add(1)));
         let next = match (boundary, until) {
             (Some(b), Some(u)) => Some(b.min(u)),
             (b, u) => b.or(u),
@@ -670,7 +694,9 @@ fn work_of(vm: &Vm, rng: &mut Rng) -> f64 {
             None => return (n.cpu_us_per_packet * 1e3).max(1.0),
         },
     };
-    mean * lognormal(rng, vm.work_cv)
+    // At least 1 ns of work: a unit always ends after the instant it starts, so no chain of
+    // empty units (barrier after barrier) can run at one instant.
+    (mean * lognormal(rng, vm.work_cv)).max(1.0)
 }
 
 /// A factor of mean 1 and coefficient of variation `cv`, lognormal (always positive): exp(μ + σZ)

@@ -8,6 +8,8 @@
 //! - `scenario`: scenario files (TOML), checked key by key.
 
 pub mod engine;
+#[cfg(test)]
+mod malformed;
 pub mod model;
 pub mod net;
 pub mod scenario;

@@ -170,7 +170,10 @@ impl Tcp {
     /// it already halved less than `rtt` ago.
     pub fn on_loss(&mut self, now: Nanos, n: u64, rtt: Nanos) {
         self.in_flight = self.in_flight.saturating_sub(n);
-        if self.last_halving.is_none_or(|t| now >= t + rtt) {
+        if self
+            .last_halving
+            .is_none_or(|t| now >= t.saturating_add(rtt))
+        {
             self.window = (self.window / 2.0).max(1.0);
             self.ssthresh = self.window;
             self.last_halving = Some(now);
@@ -292,7 +295,7 @@ impl NetSim {
             self.stats.link_drops += lost;
             if self.spec.protocol == Protocol::Tcp && b.ping.is_none() {
                 // The sender learns of it from duplicate ACKs, about one RTT later.
-                let t = now + 2 * self.delay();
+                let t = now.saturating_add(2 * self.delay());
                 self.back.push_back((t, Back::Loss(lost)));
             }
         }
@@ -306,7 +309,7 @@ impl NetSim {
     /// give the rings in it. Returns the packets drained (their CPU cost is the caller's).
     pub fn tick(&mut self, now: Nanos, service: f64) -> u64 {
         let delay = self.delay();
-        let rtt = 2 * delay + self.quantum;
+        let rtt = (2 * delay).saturating_add(self.quantum);
         self.tx = 0;
         // 1. The sender hears back.
         while self.back.front().is_some_and(|&(t, _)| t <= now) {
@@ -343,7 +346,8 @@ impl NetSim {
         }
         if self.spec.ping && now >= self.next_ping {
             let spread = self.spec.ping_jitter * (2.0 * self.rng.next_f64() - 1.0);
-            self.next_ping = now + ms(self.spec.ping_interval_ms * (1.0 + spread));
+            let gap = ms(self.spec.ping_interval_ms * (1.0 + spread));
+            self.next_ping = now.saturating_add(gap);
             self.stats.pings_sent += 1;
             self.enqueue_link(
                 Batch {
@@ -367,7 +371,7 @@ impl NetSim {
             if b.n == 0 {
                 self.shaper.pop_front();
             }
-            self.to_ring.push_back((now + delay, out));
+            self.to_ring.push_back((now.saturating_add(delay), out));
         }
         if self.shaper.is_empty() {
             self.shaper_credit = self.shaper_credit.min(1.0);
@@ -387,7 +391,8 @@ impl NetSim {
                 self.stats.ring_drops += lost;
                 self.drops_since_sample += lost;
                 if self.spec.protocol == Protocol::Tcp && b.ping.is_none() {
-                    self.back.push_back((now + delay, Back::Loss(lost)));
+                    self.back
+                        .push_back((now.saturating_add(delay), Back::Loss(lost)));
                 }
             }
         }
@@ -412,12 +417,14 @@ impl NetSim {
         {
             let sent = self.rx_pings.pop_front().unwrap().1;
             pongs += 1;
-            self.back.push_back((now + delay, Back::Pong(sent)));
+            self.back
+                .push_back((now.saturating_add(delay), Back::Pong(sent)));
         }
         let data = n - pongs;
         self.stats.delivered += data;
         if self.spec.protocol == Protocol::Tcp && data > 0 {
-            self.back.push_back((now + delay, Back::Ack(data)));
+            self.back
+                .push_back((now.saturating_add(delay), Back::Ack(data)));
             self.tx += data.div_ceil(2);
         }
         self.tx += pongs;

@@ -1,5 +1,5 @@
 //! Scenario files: a host and its VMs in TOML, checked key by key. Every error names the key
-//! (`vms[2].phase_ms: must be positive, got -1`); unknown keys are errors, so a typo never passes
+//! (`vms[2].phase_ms: must be from 0.001 to 1000000, got -1`); unknown keys are errors, so a typo never passes
 //! silently.
 //!
 //! ```toml
@@ -111,6 +111,45 @@ const NETWORK_KEYS: &[&str] = &[
     "ping_jitter",
 ];
 
+/// The range (inclusive) of every number key, wherever it appears: what `Scenario::parse`
+/// accepts, as docs/host-sim.md lists it. Floors keep every event at least a nanosecond of work
+/// apart and ceilings keep event times far from `Nanos::MAX`; `MAX_EVENTS` bounds the whole.
+pub const RANGES: &[(&str, f64, f64)] = &[
+    ("horizon_ms", 0.001, 1e6),
+    ("migration_warmup_ms", 0.0, 1000.0),
+    ("count", 1.0, 1024.0),
+    ("speed", 0.1, 10.0),
+    ("vcpus", 1.0, 1024.0),
+    ("weight", 1.0, 65535.0),
+    ("slice_ms", 0.01, 1000.0),
+    ("work_cv", 0.0, 4.0),
+    ("work_ms", 0.001, 1e7),
+    ("mem_intensity", 0.0, 1.0),
+    ("phases", 1.0, 1e6),
+    ("phase_ms", 0.001, 1e6),
+    ("spin_us", 0.0, 1e6),
+    ("rate_mbit_s", 0.001, 1e5),
+    ("delay_ms", 0.0, 1000.0),
+    ("cap_mbit_s", 0.001, 1e5),
+    ("cpu_us_per_packet", 0.01, 1e6),
+    ("cpu_work_ms", 0.001, 1e7),
+    ("ring_slots", 1.0, 65536.0),
+    ("ping_interval_ms", 1.0, 1e6),
+    ("ping_jitter", 0.0, 1.0),
+];
+
+/// Whole-number keys (their ranges are in `RANGES`).
+const WHOLE: &[&str] = &["count", "vcpus", "phases", "ring_slots"];
+
+/// At most this many cores in all, vCPUs in all, and VMs.
+pub const MAX_CORES: usize = 1024;
+pub const MAX_VCPUS: usize = 4096;
+pub const MAX_VMS: usize = 1024;
+
+/// The most events a scenario may call for (`Scenario::events_estimate`): about a minute of
+/// simulation on one core.
+pub const MAX_EVENTS: f64 = 2e8;
+
 /// A value as it would be written, for error messages (tables and arrays by their type).
 fn shown(v: &toml::Value) -> String {
     match v {
@@ -178,17 +217,19 @@ impl At<'_> {
         }
     }
 
-    fn count(&self, k: &str, default: Option<f64>) -> Result<usize, String> {
-        let whole = |x: f64| x.fract() == 0.0 && (1.0..=1e6).contains(&x);
-        Ok(self.checked(k, "a whole number from 1 to 10^6", whole, default)? as usize)
-    }
-
-    fn positive(&self, k: &str, default: Option<f64>) -> Result<f64, String> {
-        self.checked(k, "positive", |x| x > 0.0, default)
-    }
-
-    fn non_negative(&self, k: &str, default: Option<f64>) -> Result<f64, String> {
-        self.checked(k, "zero or more", |x| x >= 0.0, default)
+    /// A number key within its range in `RANGES` (a whole number for the keys in `WHOLE`).
+    fn bounded(&self, k: &str, default: Option<f64>) -> Result<f64, String> {
+        let &(_, lo, hi) = RANGES
+            .iter()
+            .find(|(name, _, _)| *name == k)
+            .expect("every number key has a range");
+        if WHOLE.contains(&k) {
+            let what = format!("a whole number from {lo} to {hi}");
+            let ok = |x: f64| x.fract() == 0.0 && (lo..=hi).contains(&x);
+            return self.checked(k, &what, ok, default);
+        }
+        let what = format!("from {lo} to {hi}");
+        self.checked(k, &what, |x| (lo..=hi).contains(&x), default)
     }
 
     fn bool(&self, k: &str) -> Result<bool, String> {
@@ -261,8 +302,8 @@ impl Scenario {
         };
         top.only(TOP_KEYS)?;
         let name = top.str("name")?.unwrap_or("scenario").to_string();
-        let horizon_ms = top.positive("horizon_ms", None)?;
-        let migration_warmup_ms = top.non_negative("migration_warmup_ms", Some(0.0))?;
+        let horizon_ms = top.bounded("horizon_ms", None)?;
+        let migration_warmup_ms = top.bounded("migration_warmup_ms", Some(0.0))?;
         // Whole microseconds that divide the monitor's 10 ms period, at most 1 ms.
         let divides = |x: f64| {
             let us = (x * 1e3).round();
@@ -278,19 +319,31 @@ impl Scenario {
         let mut cores = Vec::new();
         for group in top.tables("cores")? {
             group.only(CORE_KEYS)?;
-            let count = group.count("count", None)?;
-            let speed = group.positive("speed", Some(1.0))?;
+            let count = group.bounded("count", None)? as usize;
+            let speed = group.bounded("speed", Some(1.0))?;
             let reserved = group.bool("reserved")?;
+            if cores.len() + count > MAX_CORES {
+                return Err(format!("cores: more than {MAX_CORES} cores in all"));
+            }
             cores.extend(std::iter::repeat_n(Core { speed, reserved }, count));
         }
         if cores.iter().all(|c| c.reserved) {
             return Err("cores: every core is reserved; guests need at least one".into());
         }
         let mut vms = Vec::new();
+        let mut vcpus = 0;
         for vm in top.tables("vms")? {
-            vms.push(parse_vm(&vm, vms.len())?);
+            if vms.len() == MAX_VMS {
+                return Err(format!("vms: more than {MAX_VMS} VMs"));
+            }
+            let vm = parse_vm(&vm, vms.len())?;
+            vcpus += vm.vcpus;
+            if vcpus > MAX_VCPUS {
+                return Err(format!("vms: more than {MAX_VCPUS} vCPUs in all"));
+            }
+            vms.push(vm);
         }
-        Ok(Scenario {
+        let s = Scenario {
             name,
             horizon_ms,
             net_quantum_ms,
@@ -300,7 +353,38 @@ impl Scenario {
                 migration_warmup_ms,
             },
             vms,
-        })
+        };
+        let events = s.events_estimate();
+        if events > MAX_EVENTS {
+            return Err(format!(
+                "horizon_ms: {horizon_ms} ms of this scenario calls for about {events:.1e} \
+                 events, more than {MAX_EVENTS:.0e} (shorten the horizon, or use a coarser \
+                 net_quantum_ms, longer work units or fewer vCPUs)"
+            ));
+        }
+        Ok(s)
+    }
+
+    /// About how many events a run of this scenario can take, at most: per simulated ms, a
+    /// scheduler timer every 0.1 ms on every usable core (EEVDF's shortest slice), the end of
+    /// every vCPU's program unit on the fastest core (twice per phase for a parallel one: its
+    /// arrival at the barrier and the end of its spin), and every network quantum's pass over
+    /// every VM.
+    pub fn events_estimate(&self) -> f64 {
+        let usable = self.host.cores.iter().filter(|c| !c.reserved).count() as f64;
+        let fastest = (self.host.cores.iter()).fold(0.0, |m: f64, c| m.max(c.speed));
+        let units: f64 = (self.vms.iter())
+            .map(|vm| {
+                let per_unit = match &vm.workload {
+                    Workload::Serial { work_ms, .. } => 1.0 / work_ms,
+                    Workload::Parallel { phase_ms, .. } => 2.0 / phase_ms,
+                    Workload::Network(n) => n.cpu_work_ms.map_or(0.0, |w| 1.0 / w),
+                };
+                vm.vcpus as f64 * per_unit * fastest
+            })
+            .sum();
+        let net = (self.vms.len() + 1) as f64 / self.net_quantum_ms;
+        self.horizon_ms * (usable * 10.0 + units + net)
     }
 
     /// Refuse what `scheduler` cannot run: `ia` needs one usable core per vCPU of a VM.
@@ -332,21 +416,16 @@ fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
         "serial" => (
             SERIAL_KEYS,
             Workload::Serial {
-                work_ms: vm.positive("work_ms", None)?,
-                mem_intensity: vm.checked(
-                    "mem_intensity",
-                    "between 0 and 1",
-                    |x| (0.0..=1.0).contains(&x),
-                    Some(0.0),
-                )?,
+                work_ms: vm.bounded("work_ms", None)?,
+                mem_intensity: vm.bounded("mem_intensity", Some(0.0))?,
             },
         ),
         "parallel" => (
             PARALLEL_KEYS,
             Workload::Parallel {
-                phases: vm.count("phases", None)? as u32,
-                phase_ms: vm.positive("phase_ms", None)?,
-                spin_us: vm.non_negative("spin_us", Some(0.0))?,
+                phases: vm.bounded("phases", None)? as u32,
+                phase_ms: vm.bounded("phase_ms", None)?,
+                spin_us: vm.bounded("spin_us", Some(0.0))?,
             },
         ),
         "network" => (NETWORK_KEYS, Workload::Network(parse_network(vm)?)),
@@ -361,20 +440,20 @@ fn parse_vm(vm: &At, index: usize) -> Result<Vm, String> {
     vm.only(&known)?;
     let slice_ms = match vm.num("slice_ms")? {
         None => None,
-        Some(_) => Some(vm.positive("slice_ms", None)?),
+        Some(_) => Some(vm.bounded("slice_ms", None)?),
     };
     Ok(Vm {
         name: vm
             .str("name")?
             .map(str::to_string)
             .unwrap_or_else(|| format!("vm{index}")),
-        weight: vm.positive("weight", Some(256.0))?,
-        vcpus: vm.count("vcpus", None)?,
+        weight: vm.bounded("weight", Some(256.0))?,
+        vcpus: vm.bounded("vcpus", None)? as usize,
         workload,
         repeat: vm.bool("repeat")?,
         slice_ms,
         fast_priority: vm.bool("fast_priority")?,
-        work_cv: vm.non_negative("work_cv", Some(0.0))?,
+        work_cv: vm.bounded("work_cv", Some(0.0))?,
     })
 }
 
@@ -397,7 +476,7 @@ fn parse_network(vm: &At) -> Result<Network, String> {
         }
     };
     let rate_mbit_s = match protocol {
-        Protocol::Udp => vm.positive("rate_mbit_s", None)?,
+        Protocol::Udp => vm.bounded("rate_mbit_s", None)?,
         _ if vm.table.contains_key("rate_mbit_s") => {
             return Err(format!(
                 "{}: only for protocol = \"udp\" (TCP's rate comes from its window)",
@@ -408,7 +487,7 @@ fn parse_network(vm: &At) -> Result<Network, String> {
     };
     let cpu_work_ms = match vm.num("cpu_work_ms")? {
         None => None,
-        Some(_) => Some(vm.positive("cpu_work_ms", None)?),
+        Some(_) => Some(vm.bounded("cpu_work_ms", None)?),
     };
     let ping = match vm.table.get("ping") {
         None => true,
@@ -417,19 +496,14 @@ fn parse_network(vm: &At) -> Result<Network, String> {
     Ok(Network {
         protocol,
         rate_mbit_s,
-        delay_ms: vm.non_negative("delay_ms", None)?,
-        cap_mbit_s: vm.positive("cap_mbit_s", None)?,
-        cpu_us_per_packet: vm.positive("cpu_us_per_packet", None)?,
+        delay_ms: vm.bounded("delay_ms", None)?,
+        cap_mbit_s: vm.bounded("cap_mbit_s", None)?,
+        cpu_us_per_packet: vm.bounded("cpu_us_per_packet", None)?,
         cpu_work_ms,
         ping,
-        ring_slots: vm.count("ring_slots", Some(256.0))? as u64,
-        ping_interval_ms: vm.positive("ping_interval_ms", Some(100.0))?,
-        ping_jitter: vm.checked(
-            "ping_jitter",
-            "from 0 to 1",
-            |x| (0.0..=1.0).contains(&x),
-            Some(0.0),
-        )?,
+        ring_slots: vm.bounded("ring_slots", Some(256.0))? as u64,
+        ping_interval_ms: vm.bounded("ping_interval_ms", Some(100.0))?,
+        ping_jitter: vm.bounded("ping_jitter", Some(0.0))?,
         any_vcpu: match vm.str("drain_on")? {
             None | Some("vcpu0") => false,
             Some("any") => true,
@@ -544,7 +618,7 @@ mod tests {
     fn errors_name_the_key() {
         assert_eq!(
             error(&edited("phase_ms = 2", "phase_ms = -1")),
-            "vms[0].phase_ms: must be positive, got -1"
+            "vms[0].phase_ms: must be from 0.001 to 1000000, got -1"
         );
         assert_eq!(
             error(&edited("spin_us = 50", "spin_usec = 50")),
@@ -556,7 +630,7 @@ mod tests {
             .starts_with("vms[1].phases: unknown key"));
         assert_eq!(
             error(&edited("count = 6", "count = 2.5")),
-            "cores[1].count: must be a whole number from 1 to 10^6, got 2.5"
+            "cores[1].count: must be a whole number from 1 to 1024, got 2.5"
         );
         assert_eq!(
             error(&edited("speed = 1.8", "speed = \"fast\"")),
@@ -577,11 +651,11 @@ mod tests {
         );
         assert_eq!(
             error(&edited("slice_ms = 1.5", "slice_ms = 0")),
-            "vms[1].slice_ms: must be positive, got 0"
+            "vms[1].slice_ms: must be from 0.01 to 1000, got 0"
         );
         assert_eq!(
             error(&edited("repeat = true", "work_cv = -0.1")),
-            "vms[0].work_cv: must be zero or more, got -0.1"
+            "vms[0].work_cv: must be from 0 to 4, got -0.1"
         );
         assert_eq!(
             error(&edited("repeat = true", "fast_priority = \"yes\"")),
@@ -631,7 +705,7 @@ mod tests {
         };
         assert_eq!(
             net("rate_mbit_s = 200", "rate_mbit_s = -3"),
-            "vms[0].rate_mbit_s: must be positive, got -3"
+            "vms[0].rate_mbit_s: must be from 0.001 to 100000, got -3"
         );
         assert_eq!(net("rate_mbit_s = 200", ""), "vms[0].rate_mbit_s: missing");
         assert_eq!(
@@ -645,11 +719,11 @@ mod tests {
         assert_eq!(net("cap_mbit_s = 160", ""), "vms[0].cap_mbit_s: missing");
         assert_eq!(
             net("cpu_us_per_packet = 5", "cpu_us_per_packet = 0"),
-            "vms[0].cpu_us_per_packet: must be positive, got 0"
+            "vms[0].cpu_us_per_packet: must be from 0.01 to 1000000, got 0"
         );
         assert_eq!(
             net("delay_ms = 30", "delay_ms = -1"),
-            "vms[0].delay_ms: must be zero or more, got -1"
+            "vms[0].delay_ms: must be from 0 to 1000, got -1"
         );
         assert!(net("delay_ms = 30", "delay_ms = 30\nwork_ms = 5")
             .starts_with("vms[0].work_ms: unknown key"));
@@ -659,7 +733,7 @@ mod tests {
         );
         assert_eq!(
             net("cpu_work_ms = 1000", "ping_interval_ms = 0"),
-            "vms[0].ping_interval_ms: must be positive, got 0"
+            "vms[0].ping_interval_ms: must be from 1 to 1000000, got 0"
         );
     }
 
@@ -750,7 +824,7 @@ mod tests {
         assert_eq!(
             e,
             format!(
-                "{}: vms[0].phase_ms: must be positive, got -1",
+                "{}: vms[0].phase_ms: must be from 0.001 to 1000000, got -1",
                 path.display()
             )
         );

@@ -1048,3 +1048,42 @@ fn ia_rotate_keeps_the_invariants_when_it_moves_vcpus_often() {
         })
         .unwrap();
 }
+
+/// Issue 26: a network VM with no CPU work, alone on an idle 6-core host, takes UDP at the
+/// offered rate up to the link's cap, under every scheduler and whatever the network quantum
+/// (it was capped at one packet per quantum: 12 Mbit/s at 1 ms, 120 at 0.1 ms).
+#[test]
+fn a_network_vm_without_cpu_work_drains_at_the_offered_rate_whatever_the_quantum() {
+    for (rate, cap) in [(150.0, 1000.0), (150.0, 100.0), (400.0, 1000.0)] {
+        for quantum in ["1", "0.1", "0.02"] {
+            let text = format!(
+                "horizon_ms = 2000\nnet_quantum_ms = {quantum}\n[[cores]]\ncount = 6\n\
+                 [[vms]]\nname = \"u\"\nvcpus = 2\nworkload = \"network\"\nprotocol = \"udp\"\n\
+                 rate_mbit_s = {rate}\ndelay_ms = 5\ncap_mbit_s = {cap}\ncpu_us_per_packet = 5\n"
+            );
+            let s = Scenario::parse(&text).unwrap();
+            // What the link lets through after its delay, over the run.
+            let expected = f64::min(rate, cap) * (2000.0 - 5.0) / 2000.0;
+            for name in crate::run::SCHEDULERS {
+                let r = crate::run::run(&s, name, 1).unwrap();
+                let got = r.vms[0].throughput_mbit_s;
+                assert!(
+                    (got - expected).abs() < 0.02 * expected,
+                    "{name}, {rate} Mbit/s, cap {cap}, quantum {quantum} ms: {got} Mbit/s"
+                );
+                assert_eq!(r.vms[0].ring_drops, 0, "{name} {quantum}");
+                // Each packet costs its 5 µs once: CPU time = packets × 5 µs (± a quantum's).
+                let packets = got * 2.0 / PACKET_MBIT;
+                let cpu = packets * 0.005;
+                assert!(
+                    (r.vms[0].run_ms - cpu).abs() < 0.02 * cpu + 1.0,
+                    "{name} {quantum}: {} ms of CPU for {packets} packets",
+                    r.vms[0].run_ms
+                );
+            }
+        }
+    }
+}
+
+/// Megabits per 1500-byte packet.
+const PACKET_MBIT: f64 = super::net::PACKET_BITS / 1e6;
