@@ -663,7 +663,7 @@ def parser() -> argparse.ArgumentParser:
     from colosched import host
 
     p = sim.add_parser("host", help="vCPU schedulers of one hypervisor host (docs/host-sim.md)")
-    add_scenario_args(p, host.PRESETS, "--scheduler", host.SCHEDULERS, seeds=1, repeatable=False,
+    add_scenario_args(p, host.PRESETS, "--scheduler", host.SCHEDULERS, seeds=5, repeatable=False,
                       baseline="The first is the baseline the table compares with")  # fmt: skip
     p.add_argument("--out", type=Path, default=Path("out/host"))
     p.set_defaults(func=cmd_sim_host)
