@@ -2,7 +2,7 @@
 //! nothing and writes nothing itself; it decides when, and keeps the books (cool-downs, the
 //! decision log, metrics).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
@@ -169,6 +169,13 @@ impl Agent {
         };
         let mut sensor = Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct);
         sensor.samples = cfg.samples_per_interval.unwrap_or(sensor.default_samples());
+        // A move that did not take is retried an interval later at first (decide::backoff).
+        let views = Views::new(
+            hz,
+            cfg.cooldown_s,
+            cfg.min_task_age_s,
+            sensor.samples as u64,
+        );
         sensor.lc_wait_on = kind == SensorKind::Busy && procfs.has_sched_info();
         // The first reading waits for half an interval (less a tenth of a sample period, for
         // timer slack): a shorter window is too few ticks to tell 30 % from 50 %.
@@ -187,7 +194,7 @@ impl Agent {
             started: Instant::now(),
             streak: Default::default(),
             last_look: None,
-            views: Views::new(hz, cfg.cooldown_s, cfg.min_task_age_s),
+            views,
             placed: HashMap::new(),
             cpusets,
             online: None,
@@ -346,7 +353,8 @@ impl Agent {
             };
             self.selector.mark_partial(&self.procfs, &mut sel.tasks);
             let uptime = self.procfs.uptime().unwrap_or(f64::INFINITY);
-            let views = self.views.of(&sel.tasks, &masks, &self.topo, uptime, now_s);
+            let clocks = (uptime, now_s, self.cycle);
+            let views = self.views.of(&sel.tasks, &masks, &self.topo, clocks);
             cycle.decision = decide(
                 self.cfg.policy,
                 &loads,
@@ -430,6 +438,7 @@ impl Agent {
         let now_s = self.started.elapsed().as_secs_f64();
         let mut changed = 0;
         let planned = d.moves.len();
+        let planned_pids: Vec<i32> = d.moves.iter().map(|m| m.pid).collect();
         if self.cpusets.is_empty() {
             let moves: Vec<(&BeTask, &CpuSet)> = d
                 .moves
@@ -475,6 +484,13 @@ impl Agent {
                 d.moves.clear();
             }
         }
+        // A process whose move did not take waits out its back-off before the next try.
+        let took: HashSet<i32> = d.moves.iter().map(|m| m.pid).collect();
+        for t in planned_pids.iter().filter(|p| !took.contains(p)) {
+            if let Some(t) = by_pid.get(t) {
+                self.views.backoff.failed(key(t), self.cycle);
+            }
+        }
         if d.moves.len() < planned {
             d.note = format!(
                 "{} of {planned} planned move(s) did not take (see the errors)",
@@ -492,6 +508,7 @@ impl Agent {
                 continue;
             };
             self.views.moved(t, now_s);
+            self.views.backoff.succeeded(&key(t));
             self.placed.insert(key(t), (m.to, t.num_threads));
             if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
                 let to = self.topo.nodes[m.to].id;
@@ -509,6 +526,7 @@ impl Agent {
         self.placed.retain(|k, _| alive.contains_key(k));
         let now_ms = self.started.elapsed().as_millis() as u64;
         (self.views.cooldown).expire(now_ms, |k| alive.contains_key(k));
+        (self.views.backoff).retain(|k| alive.contains_key(k));
         self.actuator.forget_threads(|k| alive.contains_key(k));
         if !self.cpusets.is_empty() {
             return Ok(0);
@@ -531,6 +549,7 @@ impl Agent {
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
             m.observe(&self.topo, c, self.actuator.dry_run, &self.actuator.errors);
+            m.backoff_tasks = self.views.backoff.len();
         }
         if let Some(log) = self.log.as_mut() {
             let policy = self.cfg.policy.to_string();
