@@ -423,6 +423,8 @@ impl Agent {
         // The stat files kept open for processes no longer BE are closed (`pids` is sorted).
         self.procfs
             .keep_stat_files(|p| pids.binary_search(&p).is_ok());
+        // A process no longer BE (gone, or out of the selectors) is no longer held back.
+        (self.views.backoff).retain(|(p, _)| pids.binary_search(p).is_ok());
         self.be_tasks = pids.len();
         pids
     }
@@ -733,6 +735,39 @@ mod tests {
             })
             .collect();
         assert_eq!(planned, [false, false, true, false, false]);
+    }
+
+    #[test]
+    fn a_process_in_back_off_is_not_planned_and_is_forgotten_once_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let mut agent = fake_agent(dir.path(), "0-1", 1.0);
+        // Node 0 pressured from the second sample on: the BE task would go to node 1. Every
+        // sample takes a full look (as a look that moved nothing would once an interval).
+        let mut step = |agent: &mut Agent, i: u64| {
+            fake::stat(&proc_root, 1000 + i * 100, &[(i * 90, 0), (0, 0)]);
+            agent.last_look = None;
+            agent.step(false).unwrap().decision
+        };
+        step(&mut agent, 0);
+        assert_eq!(step(&mut agent, 1).moves.len(), 1);
+        // Its move failed three times in a row, the third at this cycle (2): held back for four
+        // intervals (of one sample here), until cycle 6.
+        let be = (50, fake::Task::default().start); // pid and start time
+        for _ in 0..3 {
+            agent.views.backoff.failed(be, agent.cycle);
+        }
+        let d = step(&mut agent, 2); // cycle 3
+        assert!(d.moves.is_empty(), "{d:?}");
+        assert_eq!(d.note, "nothing movable now (cool-down, min_task_age_s or back-off)");
+        assert_eq!(agent.metrics.lock().unwrap().backoff_tasks, 1);
+        assert!(step(&mut agent, 3).moves.is_empty(), "cycle 4: still held back");
+        assert!(step(&mut agent, 4).moves.is_empty(), "cycle 5: still held back");
+        assert_eq!(step(&mut agent, 5).moves.len(), 1, "cycle 6: its back-off has passed");
+        // It leaves the BE cgroup: its entry goes at the next read of the selectors.
+        fs::write(dir.path().join("cg/cgroup.procs"), "").unwrap();
+        step(&mut agent, 6);
+        assert!(agent.views.backoff.is_empty());
     }
 
     #[test]
