@@ -128,20 +128,23 @@ fn check_comm(re: &str) -> Result<()> {
     Ok(())
 }
 
-/// The busy sensor's LC demand is a fraction of a node's CPUs. Demand can exceed 1 (LC threads
-/// waiting side by side), but a threshold above 1 would leave LC starved on a full node before
-/// acting: refused.
-pub fn check_busy_threshold(t: Option<f64>) -> Result<()> {
-    match t {
-        Some(t) if t > 1.0 => Err(Error::config(
-            "sensor.threshold",
-            format!(
-                "the busy sensor's LC demand is a fraction of a node's CPUs \
-             (1 = LC alone wants the whole node); a threshold must be at most 1, got {t}"
-            ),
-        )),
-        _ => Ok(()),
-    }
+/// A threshold the sensor `kind` can reach. The busy sensor's LC demand is a fraction of a
+/// node's CPUs: it can exceed 1 (LC threads waiting side by side), but a threshold above 1 would
+/// leave LC starved on a full node before acting. PSI's `some avg10` is a percentage: above 100
+/// it never triggers.
+pub fn check_threshold(kind: SensorKind, t: Option<f64>) -> Result<()> {
+    let why = match (kind, t) {
+        (SensorKind::Busy, Some(t)) if t > 1.0 => "the busy sensor's LC demand is a fraction of a \
+             node's CPUs (1 = LC alone wants the whole node); a threshold must be at most 1",
+        (SensorKind::Psi, Some(t)) if t > 100.0 => {
+            "the psi sensor's some avg10 is a percentage; a threshold must be at most 100"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::config(
+        "sensor.threshold",
+        format!("{why}, got {}", t.unwrap_or_default()),
+    ))
 }
 
 /// The agent's policy names: the core's, plus `fine:mem|cpu|mai|none` as the issue spells them.
@@ -437,9 +440,7 @@ impl Config {
             }
         };
         c.threshold = sensor.checked("threshold", "positive", |x| x > 0.0)?;
-        if c.sensor == SensorKind::Busy {
-            check_busy_threshold(c.threshold)?;
-        }
+        check_threshold(c.sensor, c.threshold)?;
         if let Some(h) = sensor.int("hysteresis", 1, 100)? {
             c.hysteresis = h as u32;
         }
@@ -685,6 +686,11 @@ mod tests {
                 .starts_with("sensor.threshold: the busy sensor")
         );
         Config::parse(&format!("{sel}[sensor]\nkind = \"steal\"\nthreshold = 80")).unwrap();
+        Config::parse(&format!("{sel}[sensor]\nkind = \"psi\"\nthreshold = 100")).unwrap();
+        assert!(
+            err(&format!("{sel}[sensor]\nkind = \"psi\"\nthreshold = 100.5"))
+                .starts_with("sensor.threshold: the psi sensor's some avg10 is a percentage")
+        );
         for broad in ["", ".*", "a*", "^", ".", "s", "(?i)SSHD"] {
             let e = err(&format!("[be]\ncomm = {broad:?}"));
             assert!(e.starts_with("be.comm: "), "{broad:?}: {e}");

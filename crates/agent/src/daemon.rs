@@ -101,9 +101,7 @@ impl Agent {
                 ),
             ));
         }
-        if kind == SensorKind::Busy {
-            crate::config::check_busy_threshold(cfg.threshold)?;
-        }
+        crate::config::check_threshold(kind, cfg.threshold)?;
         let threshold = cfg.threshold.unwrap_or(kind.default_threshold());
         let comm = cfg
             .be_comm
