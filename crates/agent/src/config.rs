@@ -134,8 +134,10 @@ fn check_comm(re: &str) -> Result<()> {
 /// it never triggers.
 pub fn check_threshold(kind: SensorKind, t: Option<f64>) -> Result<()> {
     let why = match (kind, t) {
-        (SensorKind::Busy, Some(t)) if t > 1.0 => "the busy sensor's LC demand is a fraction of a \
-             node's CPUs (1 = LC alone wants the whole node); a threshold must be at most 1",
+        (SensorKind::Busy, Some(t)) if t > 1.0 => {
+            "the busy sensor's LC demand is a fraction of a \
+             node's CPUs (1 = LC alone wants the whole node); a threshold must be at most 1"
+        }
         (SensorKind::Psi, Some(t)) if t > 100.0 => {
             "the psi sensor's some avg10 is a percentage; a threshold must be at most 100"
         }
@@ -553,7 +555,10 @@ pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
     };
     // The nearest ancestor that exists (`/` and `.` always do).
     while std::fs::symlink_metadata(dir).is_err() {
-        dir = dir.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        dir = dir
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
     }
     let at = dir.display();
     if !dir.is_dir() {
@@ -736,7 +741,10 @@ mod tests {
             }
             assert!(err(&text("\"3\"")).starts_with(&format!("{range} string")));
             for good in [lo, hi] {
-                Config::parse(&text(&good.to_string())).unwrap().validate().unwrap();
+                Config::parse(&text(&good.to_string()))
+                    .unwrap()
+                    .validate()
+                    .unwrap();
             }
         }
         let c = Config::parse(&format!("{sel}[limits]\nmax_moves_per_cycle = 3")).unwrap();
@@ -756,11 +764,18 @@ mod tests {
         let file = dir.path().join("file");
         std::fs::write(&file, "").unwrap();
         let e = bad(&file.join("state.json"));
-        assert!(e.ends_with(&format!("{} is not a directory", file.display())), "{e}");
+        assert!(
+            e.ends_with(&format!("{} is not a directory", file.display())),
+            "{e}"
+        );
         assert!(bad(&file.join("x/y/state.json")).contains("is not a directory"));
         assert!(bad(dir.path()).contains("exists and is not a regular file"));
         // The kernel's trees hold no files of ours.
-        for p in ["/proc/colosched/state.json", "/sys/state.json", "/sys/fs/cgroup/unified/s"] {
+        for p in [
+            "/proc/colosched/state.json",
+            "/sys/state.json",
+            "/sys/fs/cgroup/unified/s",
+        ] {
             let e = bad(Path::new(p));
             assert!(e.contains("kernel filesystem"), "{p}: {e}");
         }
@@ -798,7 +813,10 @@ mod tests {
         let e = with(&|c| c.state_file = "/proc/colosched/state.json".into())
             .unwrap_err()
             .to_string();
-        assert!(e.starts_with("state_file: /proc/colosched/state.json cannot be made"), "{e}");
+        assert!(
+            e.starts_with("state_file: /proc/colosched/state.json cannot be made"),
+            "{e}"
+        );
         let e = with(&|c| c.procfs_root = dir.path().join("nope"))
             .unwrap_err()
             .to_string();

@@ -742,7 +742,7 @@ mod tests {
         let mut agent = fake_agent(dir.path(), "0-1", 1.0);
         // Node 0 pressured from the second sample on: the BE task would go to node 1. Every
         // sample takes a full look (as a look that moved nothing would once an interval).
-        let mut step = |agent: &mut Agent, i: u64| {
+        let step = |agent: &mut Agent, i: u64| {
             fake::stat(&proc_root, 1000 + i * 100, &[(i * 90, 0), (0, 0)]);
             agent.last_look = None;
             agent.step(false).unwrap().decision
@@ -757,11 +757,24 @@ mod tests {
         }
         let d = step(&mut agent, 2); // cycle 3
         assert!(d.moves.is_empty(), "{d:?}");
-        assert_eq!(d.note, "nothing movable now (cool-down, min_task_age_s or back-off)");
+        assert_eq!(
+            d.note,
+            "nothing movable now (cool-down, min_task_age_s or back-off)"
+        );
         assert_eq!(agent.metrics.lock().unwrap().backoff_tasks, 1);
-        assert!(step(&mut agent, 3).moves.is_empty(), "cycle 4: still held back");
-        assert!(step(&mut agent, 4).moves.is_empty(), "cycle 5: still held back");
-        assert_eq!(step(&mut agent, 5).moves.len(), 1, "cycle 6: its back-off has passed");
+        assert!(
+            step(&mut agent, 3).moves.is_empty(),
+            "cycle 4: still held back"
+        );
+        assert!(
+            step(&mut agent, 4).moves.is_empty(),
+            "cycle 5: still held back"
+        );
+        assert_eq!(
+            step(&mut agent, 5).moves.len(),
+            1,
+            "cycle 6: its back-off has passed"
+        );
         // It leaves the BE cgroup: its entry goes at the next read of the selectors.
         fs::write(dir.path().join("cg/cgroup.procs"), "").unwrap();
         step(&mut agent, 6);

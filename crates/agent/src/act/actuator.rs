@@ -477,8 +477,14 @@ mod tests {
             let p = a.pin(&[(&task, &nowhere)], &[]).unwrap();
             assert!(p.pids.is_empty() && p.threads == 0);
             assert_eq!(a.errors.by_kind.get("einval"), Some(&1));
-            assert!(a.state.tasks.is_empty(), "nothing changed, nothing recorded");
-            assert!(State::load(&path).unwrap().tasks.is_empty(), "nor in the file");
+            assert!(
+                a.state.tasks.is_empty(),
+                "nothing changed, nothing recorded"
+            );
+            assert!(
+                State::load(&path).unwrap().tasks.is_empty(),
+                "nor in the file"
+            );
             let p = a.pin(&[(&task, &one)], &[]).unwrap();
             assert_eq!((p.pids.len(), p.threads), (1, 1));
             assert_eq!(State::load(&path).unwrap().tasks[&tid].mask, all);

@@ -42,7 +42,11 @@ impl<K: Hash + Eq> Backoff<K> {
 
     /// `task`'s move did not take at `cycle`.
     pub fn failed(&mut self, task: K, cycle: u64) {
-        let failures = self.held.get(&task).map_or(0, |h| h.failures).saturating_add(1);
+        let failures = self
+            .held
+            .get(&task)
+            .map_or(0, |h| h.failures)
+            .saturating_add(1);
         let until = cycle.saturating_add(self.delay(failures));
         self.held.insert(task, Held { failures, until });
     }
@@ -105,7 +109,11 @@ mod tests {
         assert_eq!(b.delay(1), 3);
         assert_eq!(b.delay(u32::MAX), 3 << MAX_DOUBLINGS, "capped, no overflow");
         assert_eq!(Backoff::<i32>::new(u64::MAX).delay(9), u64::MAX);
-        assert_eq!(Backoff::<i32>::new(0).first, 1, "a wait of 0 would not back off");
+        assert_eq!(
+            Backoff::<i32>::new(0).first,
+            1,
+            "a wait of 0 would not back off"
+        );
     }
 
     #[test]
@@ -117,7 +125,10 @@ mod tests {
                 let n = attempts(first, cycles).len() as u64;
                 let cap = first << MAX_DOUBLINGS;
                 let bound = u64::from(MAX_DOUBLINGS) + 2 + cycles / cap;
-                assert!(n <= bound, "first {first}, {cycles} cycles: {n} tries > {bound}");
+                assert!(
+                    n <= bound,
+                    "first {first}, {cycles} cycles: {n} tries > {bound}"
+                );
                 assert!(n >= 1 && n <= cycles.div_ceil(first));
             }
         }

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use colosched_core::Cooldown;
 
-use crate::decide::backoff::Backoff;
 use crate::cpuset::CpuSet;
+use crate::decide::backoff::Backoff;
 use crate::decide::plan::TaskView;
 use crate::sense::select::BeTask;
 use crate::sense::topology::Topology;
@@ -78,8 +78,8 @@ impl Views {
                     _ => (t.cpu_ticks, t.faults, age),
                 };
                 let cpu_s = ticks as f64 / self.hz;
-                let held = self.cooldown.cooling(&key(t), now_ms)
-                    || self.backoff.waiting(&key(t), cycle);
+                let held =
+                    self.cooldown.cooling(&key(t), now_ms) || self.backoff.waiting(&key(t), cycle);
                 Some(TaskView {
                     task: t,
                     node,
