@@ -540,8 +540,7 @@ const NO_FILES_FS: &[i64] = &[
 /// `state_file` can be written by `run` (which creates its missing directories, as `mkdir -p`):
 /// the file, if it exists, is a regular file, and the nearest existing directory above it is
 /// a directory this process may create entries in (`access(W_OK|X_OK)`, which also refuses a
-/// read-only mount) on a filesystem that holds files. Nothing is created: `check-config`
-/// changes nothing.
+/// read-only mount) on a filesystem that holds files. The check creates nothing.
 pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
     let show = path.display();
     if let Ok(m) = std::fs::metadata(path) {
@@ -577,8 +576,9 @@ pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
 }
 
 impl Config {
-    /// Checks against the machine (after `validate`): the /proc root is one, every BE cgroup is
-    /// a cgroup directory, every pseudo-node CPU exists. Errors name the key.
+    /// Checks against the machine (after `validate`): `run` can write the state file, the /proc
+    /// root is one, every BE cgroup is a cgroup directory, every pseudo-node CPU exists. Errors
+    /// name the key. `run`, `plan --once` and `check-config` all call it (`cli::agent_for`).
     pub fn check_system(&self) -> Result<()> {
         check_state_file(&self.state_file).map_err(|e| Error::config("state_file", e))?;
         let stat = self.procfs_root.join("stat");

@@ -437,8 +437,7 @@ impl Agent {
         let by_pid: HashMap<i32, &BeTask> = tasks.iter().map(|t| (t.pid, t)).collect();
         let now_s = self.started.elapsed().as_secs_f64();
         let mut changed = 0;
-        let planned = d.moves.len();
-        let planned_pids: Vec<i32> = d.moves.iter().map(|m| m.pid).collect();
+        let planned: Vec<i32> = d.moves.iter().map(|m| m.pid).collect();
         if self.cpusets.is_empty() {
             let moves: Vec<(&BeTask, &CpuSet)> = d
                 .moves
@@ -486,15 +485,16 @@ impl Agent {
         }
         // A process whose move did not take waits out its back-off before the next try.
         let took: HashSet<i32> = d.moves.iter().map(|m| m.pid).collect();
-        for t in planned_pids.iter().filter(|p| !took.contains(p)) {
+        for t in planned.iter().filter(|p| !took.contains(p)) {
             if let Some(t) = by_pid.get(t) {
                 self.views.backoff.failed(key(t), self.cycle);
             }
         }
-        if d.moves.len() < planned {
+        if d.moves.len() < planned.len() {
             d.note = format!(
-                "{} of {planned} planned move(s) did not take (see the errors)",
-                planned - d.moves.len()
+                "{} of {} planned move(s) did not take (see the errors)",
+                planned.len() - d.moves.len(),
+                planned.len()
             );
         }
         if self.cfg.all_os_activities {
