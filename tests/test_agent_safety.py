@@ -258,6 +258,71 @@ def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
         cpuset.rmdir()
 
 
+def metric(body: str, name: str) -> float:
+    """The value of the sample `name` (with its labels) in an OpenMetrics text; 0 if absent."""
+    found = [line.split()[-1] for line in body.splitlines() if line.split(" ")[0] == name]
+    return float(found[0]) if found else 0.0
+
+
+def test_a_move_that_keeps_failing_backs_off_until_it_takes(scene, agent_bin):
+    """The BE hog is in a v1 cpuset of CPU 0 only, so every move to CPU 1 gets EINVAL. The agent
+    tries again one interval later, then 2, 4, 8 intervals later (decide::backoff), not at
+    every look; once the hog may leave, the next try moves it, nothing is held back, and restore
+    puts back the mask it had before that move (not the one of the tries that failed)."""
+    root = Path("/sys/fs/cgroup/cpuset")
+    cpuset = root / f"colosched-test-{uuid.uuid4().hex[:8]}"
+    cpuset.mkdir()
+    try:
+        (cpuset / "cpuset.mems").write_text("0")
+        (cpuset / "cpuset.cpus").write_text("0")
+        be = scene.add_be(["sh", "-c", HOG])
+        (cpuset / "cgroup.procs").write_text(f"{be.pid}\n")
+        agent = scene.start_agent("--metrics", "127.0.0.1:0")
+        err = scene.tmp / "agent.err"
+
+        def tries() -> list[int]:
+            return [d["cycle"] for d in scene.decisions() if "did not take" in d["reason"]]
+
+        wait_for(tries, 4 * MOVE_TIMEOUT, lambda: f"no move tried; {scene.log()}")
+        # The fourth try comes 1 + 2 + 4 = 7 intervals after the first (one try per look: 8 s).
+        wait_for(lambda: len(tries()) >= 4, 10 * INTERVAL, lambda: f"{tries()} tries; {scene.log()}")
+        at = next(line for line in err.read_text().splitlines() if "metrics at" in line)
+        url = f"http://127.0.0.1:{at.split(':')[-1].split('/')[0]}/metrics"
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        cycles = tries()
+        samples = int(err.read_text().split(" sample(s) per interval")[0].split()[-1])
+        gaps = [b - a for a, b in zip(cycles, cycles[1:])]
+        print(f"tries at cycles {cycles} ({samples} cycles an interval), gaps {gaps}")
+        # Tries 1 interval apart, then 2, 4: each gap at least its back-off, and at most one
+        # interval more (a look that moved nothing is retaken once an interval) plus a cycle.
+        assert len(gaps) == 3, cycles
+        for i, gap in enumerate(gaps):
+            assert samples << i <= gap <= (samples << i) + samples + 1, (i, gaps)
+        assert metric(body, 'colosched_agent_errors_total{kind="einval"}') == 4, body
+        assert metric(body, "colosched_agent_backoff_tasks") == 1, body
+        assert mask(be.pid) == "0"
+        # Freed from the cpuset right after a try (the kernel gives it the root's CPUs back):
+        # the next try, 8 intervals after the last, takes.
+        (root / "cgroup.procs").write_text(f"{be.pid}\n")
+        assert mask(be.pid) == "0-1"
+        wait_for(lambda: mask(be.pid) == "1", 10 * INTERVAL + 2, lambda: f"not moved; {scene.log()}")
+        assert tries() == cycles, "no try failed since"
+        moved = [(d["cycle"], m["pid"]) for d in scene.decisions(wait=1) for m in d["moved"]]
+        assert [pid for _, pid in moved] == [be.pid], moved
+        assert moved[0][0] - cycles[-1] >= samples << 3, "not before its back-off ended"
+        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        assert metric(body, "colosched_agent_backoff_tasks") == 0, body
+        agent.send_signal(signal.SIGTERM)
+        assert agent.wait(timeout=5) == 0, scene.log()
+        assert mask(be.pid) == "0-1", f"restored to the mask it had before the move; {scene.log()}"
+    finally:
+        for p in scene.be:
+            p.kill()
+            p.wait()
+        wait_for(lambda: not (cpuset / "cgroup.procs").read_text().split(), 5, "cpuset still has tasks")
+        cpuset.rmdir()
+
+
 PARTIAL = """
 import os, threading, time
 os.sched_setaffinity(0, {0})
@@ -329,6 +394,28 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, agent_bin, args, text):
         (["[topology]", "pseudo_nodes = ['0', '4000']"], "topology.pseudo_nodes: CPU 4000 does not exist"),
         (["[be]", "cgroups = ['/sys/fs/cgroup/cpuacct']"], "be.cgroups: /sys/fs/cgroup/cpuacct is the root"),
         (["state_file = ''"], "state_file: an empty path"),
+        (
+            ["state_file = '/proc/colosched/state.json'"],
+            "state_file: /proc/colosched/state.json cannot be made",
+        ),
+        (
+            ["state_file = '{tmp}/agent.toml/run/state.json'"],
+            "state_file: {tmp}/agent.toml/run/state.json cannot be made: {tmp}/agent.toml is not a directory",
+        ),
+        (
+            ["[limits]", "max_moves_per_cycle = 1e300"],
+            "limits.max_moves_per_cycle: must be an integer from 1 to 4194304, got the float 1e300",
+        ),
+        (["[limits]", "max_moves_per_cycle = 0"], "limits.max_moves_per_cycle: must be an integer from 1"),
+        (
+            ["[sensor]", "hysteresis = 2.0"],
+            "sensor.hysteresis: must be an integer from 1 to 100, got the float 2.0",
+        ),
+        (
+            ["[sensor]", "samples_per_interval = 51"],
+            "sensor.samples_per_interval: must be an integer from 1 to 50",
+        ),
+        (["seed = -1"], "seed: must be an integer from 0 to 9223372036854775807, got -1"),
         (["[topology]", "procfs_root = '{tmp}/proc'"], "topology.procfs_root: {tmp}/proc/stat"),
     ],
 )

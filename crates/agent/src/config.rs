@@ -96,6 +96,10 @@ pub fn parse_listen(text: &str) -> std::result::Result<SocketAddr, String> {
         .map_err(|_| format!("{text:?} is not an address like 127.0.0.1:9464 or a port"))
 }
 
+/// `limits.max_moves_per_cycle` at most: the kernel's PID_MAX_LIMIT, more processes than a
+/// machine can have.
+pub const MAX_MOVES: i64 = 4_194_304;
+
 /// Processes no BE comm pattern may match: a pattern that does would select the system itself.
 const SYSTEM_COMMS: &[&str] = &["systemd", "init", "sshd", "kthreadd", "bash", "containerd"];
 
@@ -124,20 +128,25 @@ fn check_comm(re: &str) -> Result<()> {
     Ok(())
 }
 
-/// The busy sensor's LC demand is a fraction of a node's CPUs. Demand can exceed 1 (LC threads
-/// waiting side by side), but a threshold above 1 would leave LC starved on a full node before
-/// acting: refused.
-pub fn check_busy_threshold(t: Option<f64>) -> Result<()> {
-    match t {
-        Some(t) if t > 1.0 => Err(Error::config(
-            "sensor.threshold",
-            format!(
-                "the busy sensor's LC demand is a fraction of a node's CPUs \
-             (1 = LC alone wants the whole node); a threshold must be at most 1, got {t}"
-            ),
-        )),
-        _ => Ok(()),
-    }
+/// A threshold the sensor `kind` can reach. The busy sensor's LC demand is a fraction of a
+/// node's CPUs: it can exceed 1 (LC threads waiting side by side), but a threshold above 1 would
+/// leave LC starved on a full node before acting. PSI's `some avg10` is a percentage: above 100
+/// it never triggers.
+pub fn check_threshold(kind: SensorKind, t: Option<f64>) -> Result<()> {
+    let why = match (kind, t) {
+        (SensorKind::Busy, Some(t)) if t > 1.0 => {
+            "the busy sensor's LC demand is a fraction of a \
+             node's CPUs (1 = LC alone wants the whole node); a threshold must be at most 1"
+        }
+        (SensorKind::Psi, Some(t)) if t > 100.0 => {
+            "the psi sensor's some avg10 is a percentage; a threshold must be at most 100"
+        }
+        _ => return Ok(()),
+    };
+    Err(Error::config(
+        "sensor.threshold",
+        format!("{why}, got {}", t.unwrap_or_default()),
+    ))
 }
 
 /// The agent's policy names: the core's, plus `fine:mem|cpu|mai|none` as the issue spells them.
@@ -274,6 +283,28 @@ impl<'a> Section<'a> {
         }
         Ok(list.into_iter().map(PathBuf::from).collect())
     }
+    /// A TOML integer from `lo` to `hi`. A float is refused, even a whole one (`1e300`, `2.0`):
+    /// a count written as a float is a mistake, and past 2^53 a float is not the integer it
+    /// reads as.
+    pub fn int(&self, k: &str, lo: i64, hi: i64) -> Result<Option<i64>> {
+        let what = || format!("an integer from {lo} to {hi}");
+        match self.get(k) {
+            None => Ok(None),
+            Some(toml::Value::Integer(i)) if (lo..=hi).contains(i) => Ok(Some(*i)),
+            Some(toml::Value::Integer(i)) => Err(Error::config(
+                self.key(k),
+                format!("must be {}, got {i}", what()),
+            )),
+            Some(toml::Value::Float(f)) => Err(Error::config(
+                self.key(k),
+                format!("must be {}, got the float {f:?}", what()),
+            )),
+            Some(v) => Err(Error::config(
+                self.key(k),
+                format!("must be {}, got {}", what(), v.type_str()),
+            )),
+        }
+    }
     /// A number that must satisfy `ok`, described by `what` in the error.
     pub fn checked(&self, k: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>> {
         match self.num(k)? {
@@ -380,9 +411,7 @@ impl Config {
             }
             c.state_file = PathBuf::from(p);
         }
-        if let Some(x) = top.checked("seed", "an integer from 0 to 2^53", |x| {
-            x.fract() == 0.0 && (0.0..=9.007_199_254_740_992e15).contains(&x)
-        })? {
+        if let Some(x) = top.int("seed", 0, i64::MAX)? {
             c.seed = x as u64;
         }
         c.decision_log = top
@@ -413,18 +442,12 @@ impl Config {
             }
         };
         c.threshold = sensor.checked("threshold", "positive", |x| x > 0.0)?;
-        if c.sensor == SensorKind::Busy {
-            check_busy_threshold(c.threshold)?;
-        }
-        if let Some(h) = sensor.checked("hysteresis", "an integer from 1 to 100", |x| {
-            x.fract() == 0.0 && (1.0..=100.0).contains(&x)
-        })? {
+        check_threshold(c.sensor, c.threshold)?;
+        if let Some(h) = sensor.int("hysteresis", 1, 100)? {
             c.hysteresis = h as u32;
         }
         c.samples_per_interval = sensor
-            .checked("samples_per_interval", "an integer from 1 to 50", |x| {
-                x.fract() == 0.0 && (1.0..=50.0).contains(&x)
-            })?
+            .int("samples_per_interval", 1, 50)?
             .map(|x| x as usize);
         c.psi_cgroups = sensor.paths("psi_cgroups")?;
         c.be_cgroups = be.paths("cgroups")?;
@@ -445,9 +468,7 @@ impl Config {
         };
         c.migrate_memory = act.bool("migrate_memory")?.unwrap_or(false);
         c.all_os_activities = act.bool("all_os_activities")?.unwrap_or(false);
-        if let Some(m) = lim.checked("max_moves_per_cycle", "a positive integer", |x| {
-            x.fract() == 0.0 && x >= 1.0
-        })? {
+        if let Some(m) = lim.int("max_moves_per_cycle", 1, MAX_MOVES)? {
             c.max_moves_per_cycle = m as usize;
         }
         let seconds = |k| {
@@ -507,10 +528,59 @@ impl Config {
     }
 }
 
+/// Filesystems of the kernel's own trees, where no regular file can be made (proc, sysfs,
+/// cgroup, cgroup2).
+const NO_FILES_FS: &[i64] = &[
+    crate::sense::procfs::PROC_SUPER_MAGIC,
+    0x6265_6572, // SYSFS_MAGIC
+    colosched_memwatch::CGROUP_SUPER_MAGIC,
+    colosched_memwatch::CGROUP2_SUPER_MAGIC,
+];
+
+/// `state_file` can be written by `run` (which creates its missing directories, as `mkdir -p`):
+/// the file, if it exists, is a regular file, and the nearest existing directory above it is
+/// a directory this process may create entries in (`access(W_OK|X_OK)`, which also refuses a
+/// read-only mount) on a filesystem that holds files. The check creates nothing.
+pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
+    let show = path.display();
+    if let Ok(m) = std::fs::metadata(path) {
+        if !m.is_file() {
+            return Err(format!("{show} exists and is not a regular file"));
+        }
+    }
+    let mut dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    // The nearest ancestor that exists (`/` and `.` always do).
+    while std::fs::symlink_metadata(dir).is_err() {
+        dir = dir
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+    }
+    let at = dir.display();
+    if !dir.is_dir() {
+        return Err(format!("{show} cannot be made: {at} is not a directory"));
+    }
+    use rustix::fs::{access, Access};
+    access(dir, Access::WRITE_OK | Access::EXEC_OK)
+        .map_err(|e| format!("{show} cannot be made: {at}: {}", std::io::Error::from(e)))?;
+    match colosched_memwatch::fs_type(dir) {
+        Ok(t) if NO_FILES_FS.contains(&t) => Err(format!(
+            "{show} cannot be made: {at} is in a kernel filesystem (type {t:#x}) that holds no \
+             files of ours"
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Config {
-    /// Checks against the machine (after `validate`): the /proc root is one, every BE cgroup is
-    /// a cgroup directory, every pseudo-node CPU exists. Errors name the key.
+    /// Checks against the machine (after `validate`): `run` can write the state file, the /proc
+    /// root is one, every BE cgroup is a cgroup directory, every pseudo-node CPU exists. Errors
+    /// name the key. `run`, `plan --once` and `check-config` all call it (`cli::agent_for`).
     pub fn check_system(&self) -> Result<()> {
+        check_state_file(&self.state_file).map_err(|e| Error::config("state_file", e))?;
         let stat = self.procfs_root.join("stat");
         std::fs::metadata(&stat).map_err(|e| {
             Error::config("topology.procfs_root", format!("{}: {e}", stat.display()))
@@ -621,6 +691,11 @@ mod tests {
                 .starts_with("sensor.threshold: the busy sensor")
         );
         Config::parse(&format!("{sel}[sensor]\nkind = \"steal\"\nthreshold = 80")).unwrap();
+        Config::parse(&format!("{sel}[sensor]\nkind = \"psi\"\nthreshold = 100")).unwrap();
+        assert!(
+            err(&format!("{sel}[sensor]\nkind = \"psi\"\nthreshold = 100.5"))
+                .starts_with("sensor.threshold: the psi sensor's some avg10 is a percentage")
+        );
         for broad in ["", ".*", "a*", "^", ".", "s", "(?i)SSHD"] {
             let e = err(&format!("[be]\ncomm = {broad:?}"));
             assert!(e.starts_with("be.comm: "), "{broad:?}: {e}");
@@ -629,6 +704,98 @@ mod tests {
         assert!(err("[be]\ncgroups = [\"\"]").starts_with("be.cgroups: an empty path"));
         assert!(err(&format!("seed = 1.5\n{sel}")).starts_with("seed: must be an integer"));
         assert_eq!(Config::parse(&format!("seed = 7\n{sel}")).unwrap().seed, 7);
+    }
+
+    #[test]
+    fn integer_keys_refuse_floats_and_values_out_of_range() {
+        let sel = "[be]\ncomm = \"^stress$\"\n";
+        // (section, key, lowest, highest): every key the agent counts with.
+        let keys = [
+            ("", "seed", 0i64, i64::MAX),
+            ("sensor", "hysteresis", 1, 100),
+            ("sensor", "samples_per_interval", 1, 50),
+            ("limits", "max_moves_per_cycle", 1, MAX_MOVES),
+        ];
+        for (section, k, lo, hi) in keys {
+            let text = |v: &str| {
+                let line = format!("{k} = {v}\n");
+                match section {
+                    "" => format!("{line}{sel}"),
+                    s => format!("{sel}[{s}]\n{line}"),
+                }
+            };
+            let name = if section.is_empty() {
+                k.to_string()
+            } else {
+                format!("{section}.{k}")
+            };
+            let range = format!("{name}: must be an integer from {lo} to {hi}, got");
+            for bad in ["1e300", "2.0", "-0.0", "nan", "inf"] {
+                let e = err(&text(bad));
+                assert!(e.starts_with(&format!("{range} the float")), "{bad}: {e}");
+            }
+            for bad in [lo.checked_sub(1), hi.checked_add(1), Some(i64::MIN)] {
+                let Some(bad) = bad else { continue };
+                let e = err(&text(&bad.to_string()));
+                assert_eq!(e, format!("{range} {bad}"));
+            }
+            assert!(err(&text("\"3\"")).starts_with(&format!("{range} string")));
+            for good in [lo, hi] {
+                Config::parse(&text(&good.to_string()))
+                    .unwrap()
+                    .validate()
+                    .unwrap();
+            }
+        }
+        let c = Config::parse(&format!("{sel}[limits]\nmax_moves_per_cycle = 3")).unwrap();
+        assert_eq!(c.max_moves_per_cycle, 3);
+        let c = Config::parse(&format!("seed = {}\n{sel}", i64::MAX)).unwrap();
+        assert_eq!(c.seed, i64::MAX as u64);
+    }
+
+    #[test]
+    fn the_state_file_must_be_one_run_can_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = |p: &Path| check_state_file(p).unwrap();
+        let bad = |p: &Path| check_state_file(p).unwrap_err();
+        ok(&dir.path().join("state.json"));
+        ok(&dir.path().join("a/b/c/state.json")); // run makes the directories
+        ok(Path::new("state.json")); // the working directory
+        let file = dir.path().join("file");
+        std::fs::write(&file, "").unwrap();
+        let e = bad(&file.join("state.json"));
+        assert!(
+            e.ends_with(&format!("{} is not a directory", file.display())),
+            "{e}"
+        );
+        assert!(bad(&file.join("x/y/state.json")).contains("is not a directory"));
+        assert!(bad(dir.path()).contains("exists and is not a regular file"));
+        // The kernel's trees hold no files of ours.
+        for p in [
+            "/proc/colosched/state.json",
+            "/sys/state.json",
+            "/sys/fs/cgroup/unified/s",
+        ] {
+            let e = bad(Path::new(p));
+            assert!(e.contains("kernel filesystem"), "{p}: {e}");
+        }
+        // A read-only directory, for an unprivileged user (root passes access(2) there): a
+        // read-only bind mount refuses root too.
+        let ro = dir.path().join("ro");
+        std::fs::create_dir(&ro).unwrap();
+        let mounted = std::process::Command::new("mount")
+            .args(["--bind", "-o", "ro"])
+            .args([&ro, &ro])
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            let e = check_state_file(&ro.join("sub/state.json"));
+            let _ = std::process::Command::new("umount").arg(&ro).status();
+            let e = e.unwrap_err();
+            assert!(e.contains("Read-only file system"), "{e}");
+        } else {
+            eprintln!("skipped the read-only case: cannot bind-mount (not root?)");
+        }
     }
 
     #[test]
@@ -643,6 +810,13 @@ mod tests {
             c.check_system()
         };
         with(&|_| {}).unwrap();
+        let e = with(&|c| c.state_file = "/proc/colosched/state.json".into())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("state_file: /proc/colosched/state.json cannot be made"),
+            "{e}"
+        );
         let e = with(&|c| c.procfs_root = dir.path().join("nope"))
             .unwrap_err()
             .to_string();

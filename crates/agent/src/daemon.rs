@@ -2,7 +2,7 @@
 //! nothing and writes nothing itself; it decides when, and keeps the books (cool-downs, the
 //! decision log, metrics).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io::Write;
 use std::path::PathBuf;
@@ -101,9 +101,7 @@ impl Agent {
                 ),
             ));
         }
-        if kind == SensorKind::Busy {
-            crate::config::check_busy_threshold(cfg.threshold)?;
-        }
+        crate::config::check_threshold(kind, cfg.threshold)?;
         let threshold = cfg.threshold.unwrap_or(kind.default_threshold());
         let comm = cfg
             .be_comm
@@ -169,6 +167,13 @@ impl Agent {
         };
         let mut sensor = Sensor::new(kind, hz, cfg.psi_cgroups.clone(), cpuacct);
         sensor.samples = cfg.samples_per_interval.unwrap_or(sensor.default_samples());
+        // A move that did not take is retried an interval later at first (decide::backoff).
+        let views = Views::new(
+            hz,
+            cfg.cooldown_s,
+            cfg.min_task_age_s,
+            sensor.samples as u64,
+        );
         sensor.lc_wait_on = kind == SensorKind::Busy && procfs.has_sched_info();
         // The first reading waits for half an interval (less a tenth of a sample period, for
         // timer slack): a shorter window is too few ticks to tell 30 % from 50 %.
@@ -187,7 +192,7 @@ impl Agent {
             started: Instant::now(),
             streak: Default::default(),
             last_look: None,
-            views: Views::new(hz, cfg.cooldown_s, cfg.min_task_age_s),
+            views,
             placed: HashMap::new(),
             cpusets,
             online: None,
@@ -346,7 +351,8 @@ impl Agent {
             };
             self.selector.mark_partial(&self.procfs, &mut sel.tasks);
             let uptime = self.procfs.uptime().unwrap_or(f64::INFINITY);
-            let views = self.views.of(&sel.tasks, &masks, &self.topo, uptime, now_s);
+            let clocks = (uptime, now_s, self.cycle);
+            let views = self.views.of(&sel.tasks, &masks, &self.topo, clocks);
             cycle.decision = decide(
                 self.cfg.policy,
                 &loads,
@@ -415,6 +421,8 @@ impl Agent {
         // The stat files kept open for processes no longer BE are closed (`pids` is sorted).
         self.procfs
             .keep_stat_files(|p| pids.binary_search(&p).is_ok());
+        // A process no longer BE (gone, or out of the selectors) is no longer held back.
+        (self.views.backoff).retain(|(p, _)| pids.binary_search(p).is_ok());
         self.be_tasks = pids.len();
         pids
     }
@@ -429,7 +437,7 @@ impl Agent {
         let by_pid: HashMap<i32, &BeTask> = tasks.iter().map(|t| (t.pid, t)).collect();
         let now_s = self.started.elapsed().as_secs_f64();
         let mut changed = 0;
-        let planned = d.moves.len();
+        let planned: Vec<i32> = d.moves.iter().map(|m| m.pid).collect();
         if self.cpusets.is_empty() {
             let moves: Vec<(&BeTask, &CpuSet)> = d
                 .moves
@@ -475,10 +483,18 @@ impl Agent {
                 d.moves.clear();
             }
         }
-        if d.moves.len() < planned {
+        // A process whose move did not take waits out its back-off before the next try.
+        let took: HashSet<i32> = d.moves.iter().map(|m| m.pid).collect();
+        for t in planned.iter().filter(|p| !took.contains(p)) {
+            if let Some(t) = by_pid.get(t) {
+                self.views.backoff.failed(key(t), self.cycle);
+            }
+        }
+        if d.moves.len() < planned.len() {
             d.note = format!(
-                "{} of {planned} planned move(s) did not take (see the errors)",
-                planned - d.moves.len()
+                "{} of {} planned move(s) did not take (see the errors)",
+                planned.len() - d.moves.len(),
+                planned.len()
             );
         }
         if self.cfg.all_os_activities {
@@ -492,6 +508,7 @@ impl Agent {
                 continue;
             };
             self.views.moved(t, now_s);
+            self.views.backoff.succeeded(&key(t));
             self.placed.insert(key(t), (m.to, t.num_threads));
             if self.cfg.migrate_memory && m.from != m.to && self.topo.source == "numa" {
                 let to = self.topo.nodes[m.to].id;
@@ -509,6 +526,7 @@ impl Agent {
         self.placed.retain(|k, _| alive.contains_key(k));
         let now_ms = self.started.elapsed().as_millis() as u64;
         (self.views.cooldown).expire(now_ms, |k| alive.contains_key(k));
+        (self.views.backoff).retain(|k| alive.contains_key(k));
         self.actuator.forget_threads(|k| alive.contains_key(k));
         if !self.cpusets.is_empty() {
             return Ok(0);
@@ -531,6 +549,7 @@ impl Agent {
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
             m.observe(&self.topo, c, self.actuator.dry_run, &self.actuator.errors);
+            m.backoff_tasks = self.views.backoff.len();
         }
         if let Some(log) = self.log.as_mut() {
             let policy = self.cfg.policy.to_string();
@@ -714,6 +733,52 @@ mod tests {
             })
             .collect();
         assert_eq!(planned, [false, false, true, false, false]);
+    }
+
+    #[test]
+    fn a_process_in_back_off_is_not_planned_and_is_forgotten_once_gone() {
+        let dir = tempfile::tempdir().unwrap();
+        let proc_root = dir.path().join("proc");
+        let mut agent = fake_agent(dir.path(), "0-1", 1.0);
+        // Node 0 pressured from the second sample on: the BE task would go to node 1. Every
+        // sample takes a full look (as a look that moved nothing would once an interval).
+        let step = |agent: &mut Agent, i: u64| {
+            fake::stat(&proc_root, 1000 + i * 100, &[(i * 90, 0), (0, 0)]);
+            agent.last_look = None;
+            agent.step(false).unwrap().decision
+        };
+        step(&mut agent, 0);
+        assert_eq!(step(&mut agent, 1).moves.len(), 1);
+        // Its move failed three times in a row, the third at this cycle (2): held back for four
+        // intervals (of one sample here), until cycle 6.
+        let be = (50, fake::Task::default().start); // pid and start time
+        for _ in 0..3 {
+            agent.views.backoff.failed(be, agent.cycle);
+        }
+        let d = step(&mut agent, 2); // cycle 3
+        assert!(d.moves.is_empty(), "{d:?}");
+        assert_eq!(
+            d.note,
+            "nothing movable now (cool-down, min_task_age_s or back-off)"
+        );
+        assert_eq!(agent.metrics.lock().unwrap().backoff_tasks, 1);
+        assert!(
+            step(&mut agent, 3).moves.is_empty(),
+            "cycle 4: still held back"
+        );
+        assert!(
+            step(&mut agent, 4).moves.is_empty(),
+            "cycle 5: still held back"
+        );
+        assert_eq!(
+            step(&mut agent, 5).moves.len(),
+            1,
+            "cycle 6: its back-off has passed"
+        );
+        // It leaves the BE cgroup: its entry goes at the next read of the selectors.
+        fs::write(dir.path().join("cg/cgroup.procs"), "").unwrap();
+        step(&mut agent, 6);
+        assert!(agent.views.backoff.is_empty());
     }
 
     #[test]

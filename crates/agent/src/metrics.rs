@@ -29,6 +29,8 @@ pub struct Metrics {
     /// Busy sensor, per node of the last cycle: (node id, LC usage, LC run-queue wait).
     pub lc: Vec<(usize, Option<f64>, Option<f64>)>,
     pub be_tasks: usize,
+    /// BE processes whose last move did not take (`decide::backoff`).
+    pub backoff_tasks: usize,
     pub cycles: u64,
     pub moves: BTreeMap<String, u64>,
     pub errors: BTreeMap<String, u64>,
@@ -42,6 +44,7 @@ impl Default for Metrics {
             nodes: Vec::new(),
             lc: Vec::new(),
             be_tasks: 0,
+            backoff_tasks: 0,
             cycles: 0,
             moves: BTreeMap::new(),
             errors: BTreeMap::new(),
@@ -153,6 +156,13 @@ impl Metrics {
             "Best-effort processes selected in the last cycle",
             be,
         );
+        let backoff = Gauge::<i64>::default();
+        backoff.set(self.backoff_tasks as i64);
+        r.register(
+            "backoff_tasks",
+            "Best-effort processes whose last move did not take, each held back (doubling, at most 32 intervals) until its next try",
+            backoff,
+        );
         let cycles = Counter::<u64>::default();
         cycles.inc_by(self.cycles);
         r.register("cycles", "Cycles run", cycles);
@@ -243,6 +253,7 @@ mod tests {
         let m = Arc::new(Mutex::new(metrics));
         m.lock().unwrap().observe_cycle(0.0007);
         m.lock().unwrap().moves.insert("coarse".into(), 4);
+        m.lock().unwrap().backoff_tasks = 2;
         let addr = serve("127.0.0.1:0".parse().unwrap(), m).unwrap();
         let mut c = std::net::TcpStream::connect(addr).unwrap();
         c.write_all(b"GET /metrics HTTP/1.0\r\n\r\n").unwrap();
@@ -253,6 +264,7 @@ mod tests {
         assert!(out.trim_end().ends_with("# EOF"), "{out}");
         assert!(out.contains("colosched_agent_node_load{node=\"0\",sensor=\"busy\"} 0.5"));
         assert!(out.contains("colosched_agent_moves_total{reason=\"coarse\"} 4"));
+        assert!(out.contains("colosched_agent_backoff_tasks 2"), "{out}");
         assert!(out.contains("colosched_agent_node_lc_usage{node=\"0\"} 0.2"));
         assert!(out.contains("colosched_agent_node_lc_wait{node=\"0\"} 0.3"));
         assert!(out.contains("colosched_agent_node_lc_usage{node=\"1\"} 0.1"));

@@ -258,6 +258,9 @@ impl Actuator {
 
     /// One pass. A thread whose original is already recorded is set without reading its mask
     /// first (one syscall, not two). A thread already on its CPUs is left alone (not recorded).
+    /// A thread recorded in this pass whose mask the kernel refuses to change loses its record
+    /// again: nothing of it was changed, and its mask may change by other hands before the
+    /// agent's next try (restore would put back a stale one).
     fn pin_pass(
         &mut self,
         batch: &[Batch],
@@ -316,7 +319,7 @@ impl Actuator {
                     self.state.tasks.insert(tid, saved);
                     recorded = true;
                 }
-                plan.push((tid, task.pid, cpus));
+                plan.push((tid, task.pid, cpus, !known));
             }
             if !self.state.applied.contains(*cpus) {
                 recorded |= self.state.applied.insert((*cpus).clone());
@@ -332,17 +335,25 @@ impl Actuator {
             }
             self.state.save(&self.state_path)?;
         }
-        let mut set = 0;
-        for (tid, pid, cpus) in plan {
+        let (mut set, mut unrecorded) = (0, false);
+        for (tid, pid, cpus, new) in plan {
             match set_affinity(tid, cpus) {
                 Ok(()) => {
                     set += 1;
                     pids.insert(pid);
                 }
-                Err(e) => self
-                    .errors
-                    .count(&e, &format!("sched_setaffinity tid {tid}")),
+                Err(e) => {
+                    self.errors
+                        .count(&e, &format!("sched_setaffinity tid {tid}"));
+                    if new {
+                        self.state.tasks.remove(&tid);
+                        unrecorded = true;
+                    }
+                }
             }
+        }
+        if unrecorded {
+            self.state.save(&self.state_path)?;
         }
         Ok(set)
     }
@@ -435,6 +446,53 @@ mod tests {
             ErrorCounts::kind(&migrate_pages(i32::MAX, &set("0"), &set("0")).unwrap_err()),
             "esrch"
         );
+    }
+
+    #[test]
+    fn a_thread_whose_move_is_refused_is_not_recorded() {
+        // A thread of our own, pinned as a BE process's only BE thread: first to a CPU that does
+        // not exist (EINVAL), then to one that does.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let procfs = Procfs::new(std::path::Path::new("/proc"));
+        let pid = std::process::id() as i32;
+        let starttime = procfs.proc_stat(pid, &mut String::new()).unwrap().starttime;
+        std::thread::spawn(move || {
+            let tid = rustix::thread::gettid().as_raw_pid();
+            let all = get_affinity(tid).unwrap();
+            let task = BeTask {
+                pid,
+                comm: "test".into(),
+                ppid: 1,
+                starttime,
+                cpu_ticks: 0,
+                num_threads: 2,
+                rss_pages: 0,
+                faults: 0,
+                processor: 0,
+                threads: Some(vec![tid]),
+            };
+            let mut a = Actuator::new(procfs, path.clone(), false);
+            let (nowhere, one) = (set("4000"), all.first().into_iter().collect::<CpuSet>());
+            let p = a.pin(&[(&task, &nowhere)], &[]).unwrap();
+            assert!(p.pids.is_empty() && p.threads == 0);
+            assert_eq!(a.errors.by_kind.get("einval"), Some(&1));
+            assert!(
+                a.state.tasks.is_empty(),
+                "nothing changed, nothing recorded"
+            );
+            assert!(
+                State::load(&path).unwrap().tasks.is_empty(),
+                "nor in the file"
+            );
+            let p = a.pin(&[(&task, &one)], &[]).unwrap();
+            assert_eq!((p.pids.len(), p.threads), (1, 1));
+            assert_eq!(State::load(&path).unwrap().tasks[&tid].mask, all);
+            assert_eq!(a.restore_all(&CpuSet::default()).unwrap().tasks, 1);
+            assert_eq!(get_affinity(tid).unwrap(), all);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! move where (the core policies behind the agent's guards), and whether a cycle can skip the
 //! full look.
 
+pub mod backoff;
 pub mod look;
 pub mod os;
 pub mod plan;

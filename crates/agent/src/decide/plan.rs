@@ -176,7 +176,7 @@ pub fn decide(
             guards.min_improvement
         );
     } else if d.moves.is_empty() && tasks.iter().any(|t| !t.movable) {
-        d.note = "nothing movable now (cool-down or min_task_age_s)".into();
+        d.note = "nothing movable now (cool-down, min_task_age_s or back-off)".into();
     } else if d.moves.is_empty() {
         d.note = "the policy found nothing that fits".into();
     }

@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use colosched_memwatch::fs_type;
 
 /// `PROC_SUPER_MAGIC` (statfs f_type of a proc filesystem).
-const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+pub(crate) const PROC_SUPER_MAGIC: i64 = 0x9fa0;
 
 /// `PF_KTHREAD` in the flags field of /proc/<pid>/stat: a kernel thread.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
