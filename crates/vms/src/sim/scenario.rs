@@ -148,6 +148,9 @@ pub struct PlannerKeys {
     pub per_cluster: Option<usize>,
     pub min_gain: Option<f64>,
     pub stickiness: Option<f64>,
+    pub hold_s: Option<f64>,
+    pub cooldown_s: Option<f64>,
+    pub slowdown: Option<f64>,
     pub tau: Option<f64>,
     pub k: Option<u32>,
     pub ssd_limit: Option<f64>,
@@ -164,6 +167,9 @@ impl Scenario {
             bw_cap: self.migration.bw_cap,
             min_gain: p.min_gain.unwrap_or(d.min_gain),
             stickiness: p.stickiness.unwrap_or(d.stickiness),
+            hold_s: p.hold_s.unwrap_or(d.hold_s),
+            cooldown_s: p.cooldown_s.unwrap_or(d.cooldown_s),
+            slowdown: p.slowdown.unwrap_or(d.slowdown),
         }
     }
 
@@ -436,6 +442,9 @@ impl Scenario {
         }
         non_negative("planner.min_gain", p.min_gain)?;
         non_negative("planner.stickiness", p.stickiness)?;
+        non_negative("planner.hold_s", p.hold_s)?;
+        non_negative("planner.cooldown_s", p.cooldown_s)?;
+        share("planner.slowdown", p.slowdown)?;
         let d = self.detect_params();
         positive("planner.tau", d.tau)?;
         positive("planner.ssd_limit", d.ssd_limit)?;
