@@ -544,11 +544,13 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                     }
                     if change.is_some() {
                         // A placement is expected to hold as long as demand has held between
-                        // the changes seen so far.
+                        // the changes seen so far, less the k windows the detector took to
+                        // see this one.
                         let mut params = plan_params;
                         if changes.len() >= 2 {
-                            params.hold_s = (changes[changes.len() - 1] - changes[0])
+                            let every = (changes[changes.len() - 1] - changes[0])
                                 / (changes.len() - 1) as f64;
+                            params.hold_s = every - (detect_params.k * s.window_s) as f64;
                         }
                         let recent = Recent {
                             left: (last.iter())
