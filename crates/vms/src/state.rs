@@ -71,6 +71,34 @@ fn mem() -> f64 {
     1024.0
 }
 
+/// The largest number a state may give (MB, IOPS, MB/s, Gbit/s): sums of a cluster's worth stay
+/// finite.
+pub const MAX: f64 = 1e12;
+
+/// A number as a message shows it: 2e300, not 301 digits.
+fn num(x: f64) -> String {
+    if x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Reads, parses and checks a state file (`.toml`, else JSON). Errors name the file, and the
+/// field or line: a directory, a file that is not UTF-8, a bad value.
+pub fn load(path: &std::path::Path) -> Result<Cluster, String> {
+    let at = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("{at}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{at}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let toml = path.extension().is_some_and(|x| x == "toml");
+    parse(&text, toml).map_err(|e| format!("{at}: {e}"))
+}
+
 /// Parses and checks a state; `toml` picks the format. Errors name the field.
 pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
     let f: StateFile = if toml {
@@ -100,15 +128,21 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("ssd_bw_mbps", h.ssd_bw_mbps),
             ("link_gbit", h.link_gbit.unwrap_or(1.0)),
         ] {
-            if !(x.is_finite() && x > 0.0) {
-                return Err(format!("hosts[{i}].{k}: {x} is not a positive number"));
+            if !(x > 0.0 && x <= MAX) {
+                return Err(format!(
+                    "hosts[{i}].{k}: {} is not a positive number up to {MAX:e}",
+                    num(x)
+                ));
             }
         }
     }
     if let Some(b) = f.backend {
         for (k, x) in [("iops", b.iops), ("bw_mbps", b.bw_mbps)] {
-            if !(x.is_finite() && x > 0.0) {
-                return Err(format!("backend.{k}: {x} is not a positive number"));
+            if !(x > 0.0 && x <= MAX) {
+                return Err(format!(
+                    "backend.{k}: {} is not a positive number up to {MAX:e}",
+                    num(x)
+                ));
             }
         }
     }
@@ -123,8 +157,11 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("backend_mbps", v.backend_mbps),
             ("link_mbps", v.link_mbps),
         ] {
-            if !(x.is_finite() && x >= 0.0) {
-                return Err(format!("vms[{i}].{k}: {x} is not a number ≥ 0"));
+            if !(x >= 0.0 && x <= MAX) {
+                return Err(format!(
+                    "vms[{i}].{k}: {} is not a number from 0 to {MAX:e}",
+                    num(x)
+                ));
             }
         }
         let host = *hosts
@@ -286,7 +323,7 @@ mod tests {
             ),
             (
                 zk(1).replace("iops = 500", "iops = -5"),
-                "vms[0].iops: -5 is not a number ≥ 0",
+                "vms[0].iops: -5 is not a number from 0 to 1e12",
             ),
             (
                 zk(2).replace("zk1", "zk0"),
@@ -318,6 +355,14 @@ mod tests {
             (
                 zk(1).replacen("ssd_bw_mbps = 500", "ssd_bw_mbps = 500\nlink_gbit = 0", 1),
                 "hosts[0].link_gbit: 0 is not a positive number",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = inf"),
+                "vms[0].iops: inf is not a number",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = 2e300"),
+                "vms[0].iops: 2e300 is not a number",
             ),
             (
                 zk(1) + "[backend]\niops = -1\nbw_mbps = 5\n",
@@ -377,5 +422,21 @@ mod tests {
             .starts_with("h0: SSD demand"));
         assert!(j["reason"].is_string());
         assert_eq!(j["transient_violations"], json!([]));
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let e = load(d.path()).unwrap_err();
+        assert!(e.starts_with(&d.path().display().to_string()), "{e}");
+        let f = d.path().join("s.toml");
+        std::fs::write(&f, b"[[hosts]]\nid = \"h\xff\"\n").unwrap();
+        let e = load(&f).unwrap_err();
+        assert!(e.contains("s.toml: not UTF-8 text (byte 17)"), "{e}");
+        std::fs::write(&f, zk(1).replace("iops = 500", "iops = inf")).unwrap();
+        let e = load(&f).unwrap_err();
+        assert!(e.contains("s.toml: vms[0].iops: inf"), "{e}");
+        std::fs::write(&f, zk(2)).unwrap();
+        assert_eq!(load(&f).unwrap().vms.len(), 2);
     }
 }

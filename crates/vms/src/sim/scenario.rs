@@ -54,6 +54,7 @@ use serde::Deserialize;
 use crate::decide::detect::DetectParams;
 use crate::decide::model::Preference;
 use crate::decide::plan::PlanParams;
+use crate::state::MAX;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -378,17 +379,19 @@ impl Scenario {
 
     fn check(&self) -> Result<(), String> {
         let positive = |k: &str, x: f64| {
-            if x.is_finite() && x > 0.0 {
+            if x > 0.0 && x <= MAX {
                 Ok(())
             } else {
-                Err(format!("{k}: must be a positive number, got {x}"))
+                Err(format!(
+                    "{k}: must be a positive number up to {MAX:e}, got {x}"
+                ))
             }
         };
         let non_negative = |k: &str, x: f64| {
-            if x.is_finite() && x >= 0.0 {
+            if (0.0..=MAX).contains(&x) {
                 Ok(())
             } else {
-                Err(format!("{k}: must be ≥ 0, got {x}"))
+                Err(format!("{k}: must be from 0 to {MAX:e}, got {x}"))
             }
         };
         let share = |k: &str, x: f64| {

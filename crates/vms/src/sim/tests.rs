@@ -225,7 +225,11 @@ fn a_shifting_hot_set_is_not_chased() {
         assert!(n <= random.migrations.len(), "seed {seed}: {n} moves");
         assert!(mean_iops(&planner) >= mean_iops(&random), "seed {seed}");
         moves += n;
-        back += planner.migrations.iter().filter(|m| m.straight_back).count();
+        back += planner
+            .migrations
+            .iter()
+            .filter(|m| m.straight_back)
+            .count();
     }
     // Issue 26 asks ≤ 5 %: 7 of 132 (5.3 %) here, one seed 5 of 31 (docs/vm-placement.md).
     assert!(back as f64 <= 0.06 * moves as f64, "{back} of {moves} back");
