@@ -163,3 +163,39 @@ def test_report_draws_only_the_figures_that_apply(tmp_path):
     zk = vms.run("spec003-zookeeper", ["random", "planner"], seeds=[1])
     page = write_vms_report(out, zk, None, "random").read_text()
     assert "logical distance at the end: zk random" in page, "figure 3 shows the spread app"
+
+
+@pytest.mark.parametrize(
+    "write, message",
+    [
+        (lambda p: p.mkdir(), "Is a directory"),
+        (lambda p: p.write_bytes(b'[[hosts]]\nid = "h\xff"\n'), "not UTF-8 text (byte 17)"),
+        (lambda p: p.write_text(STATE.replace("iops = 500", "iops = inf")), "vms[0].iops: inf"),
+        (lambda p: p.write_text(STATE.replace("iops = 500", "iops = 2e300")), "vms[0].iops: 2e300"),
+        (
+            lambda p: p.write_text(STATE.replace("ssd_iops", "link_gbps = 10\nssd_iops")),
+            "unknown field `link_gbps`",
+        ),
+    ],
+)
+def test_plan_vms_bad_state_exits_2_naming_the_file(tmp_path, capsys, write, message):
+    from colosched.cli import main
+
+    path = tmp_path / "state.toml"
+    write(path)
+    assert main(["plan", "vms", "--state", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert str(path) in err and message in err, err
+
+
+STATE = """
+[[hosts]]
+id = "h0"
+ssd_capacity_mb = 8192
+ssd_iops = 40000
+ssd_bw_mbps = 500
+[[vms]]
+id = "a"
+host = "h0"
+iops = 500
+"""

@@ -157,7 +157,7 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("backend_mbps", v.backend_mbps),
             ("link_mbps", v.link_mbps),
         ] {
-            if !(x >= 0.0 && x <= MAX) {
+            if !(0.0..=MAX).contains(&x) {
                 return Err(format!(
                     "vms[{i}].{k}: {} is not a number from 0 to {MAX:e}",
                     num(x)
