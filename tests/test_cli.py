@@ -277,10 +277,12 @@ def test_plan_vms_spreads_zookeeper_and_deals_the_fio_vms(tmp_path):
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)
     assert plan["logical_distance"]["zk"] == [0, 9]
-    fio_on = [plan["target"][f"fio{i}"] for i in range(1, 5)]
-    assert sorted(fio_on) == ["h0", "h0", "h1", "h1"], plan["target"]
+    # Three ZooKeeper VMs leaving h0 take its SSD below 1: the fio VMs then get all they ask,
+    # and moving them would deliver nothing more (issue 26).
     before, after = plan["ssd_utilisation"]["h0"]
-    assert before > 1.0 > after, plan["ssd_utilisation"]
+    assert before > 1.0 >= after, plan["ssd_utilisation"]
+    assert all(plan["target"][f"fio{i}"] == "h0" for i in range(1, 4)), plan["target"]
+    assert plan["delivered"]["iops"][1] > plan["delivered"]["iops"][0]
     assert plan["violations"] == [] and plan["moves_total"] == sum(map(len, plan["moves"]))
     assert all(len(w) == 1 for w in plan["moves"]), "one migration per host at a time"
     r = colosched("plan", "vms", "--state", str(EXAMPLE_STATE), cache=tmp_path)

@@ -630,8 +630,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_plan_vms(args: argparse.Namespace) -> int:
     from colosched import _native
 
-    text = Path(args.state).read_text()
-    plan = json.loads(_native.plan_vms(str(args.state), text, args.per_host, args.per_cluster, args.min_gain))
+    plan = json.loads(_native.plan_vms(str(args.state), args.per_host, args.per_cluster, args.min_gain))
     if args.json:
         print(json.dumps(plan, indent=2))
         return 0
@@ -647,6 +646,9 @@ def cmd_plan_vms(args: argparse.Namespace) -> int:
         print(f"  {app}: logical distance {before} -> {after}")
     for v in plan["violations"]:
         print(f"  still broken: {v}")
+    for t in plan["transient_violations"]:
+        mb, room = t["mb"], t["capacity"]
+        print(f"  during wave {t['wave'] + 1}: {t['host']} holds {mb:.0f} MB of cache slices on {room:.0f}")
     return 0
 
 
@@ -683,7 +685,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--per-cluster", type=positive_int, default=4, help="migrations at once in the cluster (4)"
     )
-    p.add_argument("--min-gain", type=float, default=0.05, help="SSD utilisation a plan must relieve (0.05)")
+    p.add_argument("--min-gain", type=float, default=0.05, help="I/O a plan must add, in SSDs (0.05)")
     p.add_argument("--json", action="store_true", help="the whole plan as JSON")
     p.set_defaults(func=cmd_plan_vms)
 

@@ -25,7 +25,7 @@ KEYS = ["scenario", "policy", "seed"]
 # Each table's columns after KEYS (explicit, so an empty table still has them and a null-only
 # column keeps its type).
 SCHEMAS: dict[str, dict[str, pl.DataType]] = {
-    "runs": {"vms": pl.Int64, "jobs": pl.Int64, "migrations": pl.Int64},
+    "runs": {"vms": pl.Int64, "jobs": pl.Int64, "migrations": pl.Int64, "straight_back": pl.Int64},
     "vms": {
         "vm": pl.String,
         "app": pl.String,
@@ -64,6 +64,7 @@ SCHEMAS: dict[str, dict[str, pl.DataType]] = {
         "downtime_ms": pl.Float64,
         "link_share": pl.Float64,
         "slowdown": pl.Float64,
+        "straight_back": pl.Boolean,
     },
     "windows": {"t_s": pl.Int64, "host": pl.String, "utilisation": pl.Float64, "vms": pl.Int64},
     "spread": {"t_s": pl.Int64, "app": pl.String, "ld": pl.Int64},
@@ -97,6 +98,8 @@ LABELS = {
     "ld_final": "logical distance, end",
     "ops_s": "ZooKeeper ops/s",
     "migrations": "migrations per run",
+    "straight_back": "moves straight back",
+    "straight_back_share": "share of moves straight back",
     "migration_time_s": "migration time, s",
     "migration_link_share": "migration's link share",
     "migration_slowdown": "slowdown while moving",
@@ -148,7 +151,12 @@ def run(
             keys = {"scenario": r["scenario"], "policy": policy, "seed": int(seed)}
             for t in TABLES[1:]:
                 rows[t] += [{**keys, **row} for row in r[t]]
-            counts = {"vms": len(r["vms"]), "jobs": len(r["jobs"]), "migrations": len(r["migrations"])}
+            counts = {
+                "vms": len(r["vms"]),
+                "jobs": len(r["jobs"]),
+                "migrations": len(r["migrations"]),
+                "straight_back": sum(m["straight_back"] for m in r["migrations"]),
+            }
             rows["runs"].append({**keys, **counts})
             if progress:
                 progress(len(rows["runs"]), total)
@@ -161,7 +169,8 @@ def per_run(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     run has nothing to measure, e.g. a migration's time in a run without migrations). Only the
     metrics that apply to the scenario: IOPS per VM with fio VMs; job times and TestDFSIO
     throughput with measured Hadoop jobs; logical distance and ops/s per ZooKeeper application;
-    migrations always."""
+    migrations always, with `straight_back` (moves that take a VM back to the host its previous
+    move took it from, begun within 600 s of that move's end) and their share of the moves."""
     by = KEYS
     parts: list[pl.DataFrame] = []
 
@@ -192,7 +201,14 @@ def per_run(tables: dict[str, pl.DataFrame]) -> pl.DataFrame:
     for column in ("ld_mean", "ld_final", "ops_s"):
         if zk.height:
             add(zk, pl.format(f"{column}:{{}}", "app"), pl.col(column))
+    other = tables["vms"].filter(pl.col("kind") == "other")
+    if other.height:
+        per_vm = other.group_by(by, maintain_order=True).agg(v=pl.col("iops").mean())
+        add(per_vm, "iops_per_vm:other", pl.col("v"))
     add(tables["runs"], "migrations", pl.col("migrations"))
+    add(tables["runs"], "straight_back", pl.col("straight_back"))
+    runs = tables["runs"].filter(pl.col("migrations") > 0)
+    add(runs, "straight_back_share", pl.col("straight_back") / pl.col("migrations"))
     moved = (
         tables["migrations"]
         .group_by(by, maintain_order=True)

@@ -500,20 +500,14 @@ fn migrate_main(py: Python<'_>, argv: Vec<String>) -> i32 {
     py.detach(|| colosched_vms::cli::main(argv))
 }
 
-/// `colosched plan vms`: a cluster state file's text planned (spec 003); returns the plan as
-/// JSON. A state that does not check raises ValueError naming the file and the field.
+/// `colosched plan vms`: a cluster state file read and planned (spec 003); returns the plan as
+/// JSON. A file that cannot be read or does not check raises ValueError naming the file and
+/// the field.
 #[pyfunction]
-fn plan_vms(
-    path: &str,
-    text: &str,
-    per_host: usize,
-    per_cluster: usize,
-    min_gain: f64,
-) -> PyResult<String> {
+fn plan_vms(path: &str, per_host: usize, per_cluster: usize, min_gain: f64) -> PyResult<String> {
     use colosched_vms::decide::plan::{plan, PlanParams};
-    let toml = path.ends_with(".toml");
-    let c = colosched_vms::state::parse(text, toml)
-        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("{path}: {e}")))?;
+    let c = colosched_vms::state::load(std::path::Path::new(path))
+        .map_err(pyo3::exceptions::PyValueError::new_err)?;
     let params = PlanParams {
         per_host,
         per_cluster,

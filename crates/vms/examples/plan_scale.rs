@@ -29,6 +29,7 @@ fn main() {
                 ssd_capacity_mb: 65_536.0,
                 ssd_iops: 40_000.0,
                 ssd_bw_mbps: 500.0,
+                link_gbit: None,
             })
             .collect(),
         vms: (0..n)
@@ -40,9 +41,11 @@ fn main() {
                 mem_mb: 2048.0,
                 iops: rng.next_f64() * 4000.0,
                 bw_mbps: rng.next_f64() * 60.0,
+                ..Vm::default()
             })
             .collect(),
         apps,
+        backend: None,
     };
     let mut best = f64::MAX;
     let mut moves = 0;

@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use colosched_memwatch::signals::Signals;
 
-use crate::real::migrate::{check, execute, parse_config, parse_plan, Bad, Config, Report};
+use crate::real::migrate::{
+    check, execute, parse_config, parse_plan, plan_transient, Bad, Config, Report,
+};
 
 const AFTER: &str = "examples:
   colosched plan vms --state cluster.toml --json > plan.json
@@ -57,6 +59,10 @@ struct VmsArgs {
     /// One JSON object per migration, then {"summary": …}, one per line.
     #[arg(long)]
     json: bool,
+    /// Run a plan whose `transient_violations` say some cache will hold more than its room
+    /// during a wave (refused otherwise).
+    #[arg(long)]
+    allow_transient: bool,
 }
 
 fn read(path: &Path) -> Result<String, String> {
@@ -103,10 +109,21 @@ fn vms(a: &VmsArgs) -> i32 {
         Ok(c) => c,
         Err(e) => return bad(&a.config, e),
     };
-    let waves = match read(&a.plan).and_then(|t| parse_plan(&t)) {
-        Ok(w) => w,
-        Err(e) => return bad(&a.plan, e),
-    };
+    let (waves, transient) =
+        match read(&a.plan).and_then(|t| Ok((parse_plan(&t)?, plan_transient(&t)?))) {
+            Ok(w) => w,
+            Err(e) => return bad(&a.plan, e),
+        };
+    if !transient.is_empty() && !a.allow_transient {
+        return bad(
+            &a.plan,
+            format!(
+                "transient_violations: {} (no order of the moves avoids it; --allow-transient to \
+                 run it anyway)",
+                transient.join("; ")
+            ),
+        );
+    }
     // Caught before the checks, so a signal during them stops the run before it starts.
     let signals = if a.execute {
         match Signals::catch() {
@@ -278,6 +295,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(main(args(&["--execute"])), 2);
+        // A plan whose waves overflow a cache is refused unless allowed (then it fails later,
+        // on the missing QEMU, still before anything started).
+        std::fs::write(
+            &plan,
+            r#"{"moves": [[{"vm": "a", "from": "h0", "to": "h1"}]], "transient_violations":
+                [{"wave": 0, "host": "h1", "mb": 900, "capacity": 600}]}"#,
+        )
+        .unwrap();
+        assert_eq!(main(args(&["--execute"])), 2);
+        assert_eq!(main(args(&["--execute", "--allow-transient"])), 2);
+        assert_eq!(
+            plan_transient(&std::fs::read_to_string(&plan).unwrap()).unwrap(),
+            ["wave 1: h1 holds 900 MB of cache slices on 600 MB"]
+        );
         // An empty plan is fine: nothing to do.
         std::fs::write(&plan, r#"{"moves": []}"#).unwrap();
         assert_eq!(main(args(&["--execute", "--json"])), 0);

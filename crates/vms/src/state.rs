@@ -28,13 +28,14 @@ use std::collections::HashMap;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
+use crate::decide::model::{logical_distance, App, Backend, Cluster, Host, Preference, Vm};
 use crate::decide::plan::{Plan, Violation};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct StateFile {
     hosts: Vec<Host>,
+    backend: Option<Backend>,
     #[serde(default)]
     apps: Vec<App>,
     vms: Vec<VmEntry>,
@@ -54,6 +55,12 @@ struct VmEntry {
     iops: f64,
     #[serde(default)]
     bw_mbps: f64,
+    #[serde(default)]
+    backend_iops: f64,
+    #[serde(default)]
+    backend_mbps: f64,
+    #[serde(default)]
+    link_mbps: f64,
 }
 
 fn slice() -> f64 {
@@ -62,6 +69,34 @@ fn slice() -> f64 {
 
 fn mem() -> f64 {
     1024.0
+}
+
+/// The largest number a state may give (MB, IOPS, MB/s, Gbit/s): sums of a cluster's worth stay
+/// finite.
+pub const MAX: f64 = 1e12;
+
+/// A number as a message shows it: 2e300, not 301 digits.
+fn num(x: f64) -> String {
+    if x.abs() >= 1e15 {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
+/// Reads, parses and checks a state file (`.toml`, else JSON). Errors name the file, and the
+/// field or line: a directory, a file that is not UTF-8, a bad value.
+pub fn load(path: &std::path::Path) -> Result<Cluster, String> {
+    let at = path.display();
+    let bytes = std::fs::read(path).map_err(|e| format!("{at}: {e}"))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        format!(
+            "{at}: not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        )
+    })?;
+    let toml = path.extension().is_some_and(|x| x == "toml");
+    parse(&text, toml).map_err(|e| format!("{at}: {e}"))
 }
 
 /// Parses and checks a state; `toml` picks the format. Errors name the field.
@@ -91,9 +126,23 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("ssd_capacity_mb", h.ssd_capacity_mb),
             ("ssd_iops", h.ssd_iops),
             ("ssd_bw_mbps", h.ssd_bw_mbps),
+            ("link_gbit", h.link_gbit.unwrap_or(1.0)),
         ] {
-            if !(x.is_finite() && x > 0.0) {
-                return Err(format!("hosts[{i}].{k}: {x} is not a positive number"));
+            if !(x > 0.0 && x <= MAX) {
+                return Err(format!(
+                    "hosts[{i}].{k}: {} is not a positive number up to {MAX:e}",
+                    num(x)
+                ));
+            }
+        }
+    }
+    if let Some(b) = f.backend {
+        for (k, x) in [("iops", b.iops), ("bw_mbps", b.bw_mbps)] {
+            if !(x > 0.0 && x <= MAX) {
+                return Err(format!(
+                    "backend.{k}: {} is not a positive number up to {MAX:e}",
+                    num(x)
+                ));
             }
         }
     }
@@ -104,9 +153,15 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("mem_mb", v.mem_mb),
             ("iops", v.iops),
             ("bw_mbps", v.bw_mbps),
+            ("backend_iops", v.backend_iops),
+            ("backend_mbps", v.backend_mbps),
+            ("link_mbps", v.link_mbps),
         ] {
-            if !(x.is_finite() && x >= 0.0) {
-                return Err(format!("vms[{i}].{k}: {x} is not a number ≥ 0"));
+            if !(0.0..=MAX).contains(&x) {
+                return Err(format!(
+                    "vms[{i}].{k}: {} is not a number from 0 to {MAX:e}",
+                    num(x)
+                ));
             }
         }
         let host = *hosts
@@ -128,22 +183,28 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             mem_mb: v.mem_mb,
             iops: v.iops,
             bw_mbps: v.bw_mbps,
+            backend_iops: v.backend_iops,
+            backend_mbps: v.backend_mbps,
+            link_mbps: v.link_mbps,
         });
     }
     Ok(Cluster {
         hosts: f.hosts,
         vms,
         apps: f.apps,
+        backend: f.backend,
     })
 }
 
 /// A plan in the state file's names: the moves by wave, each VM's host after them, what the
-/// target still breaks (in words), each SSD's utilisation and each `spread` application's
-/// logical distance before and after.
+/// target still breaks (in words), the waves during which a cache holds more than its room
+/// (`transient_violations`, wave counted from 0), what the VMs get (SSD IOPS and MB/s), each
+/// SSD's utilisation and each `spread` application's logical distance before and after.
 pub fn plan_json(c: &Cluster, p: &Plan) -> Value {
     let host = |h: usize| c.hosts[h].id.clone();
     let before = c.placement();
     let (ub, ua) = (c.utilisation(&before), c.utilisation(&p.target));
+    let (d_before, d_after) = (c.delivered(&before), c.delivered(&p.target));
     let said = |v: &Violation| match v {
         Violation::Capacity {
             host: h,
@@ -178,6 +239,13 @@ pub fn plan_json(c: &Cluster, p: &Plan) -> Value {
         "moves_total": p.moves(),
         "target": c.vms.iter().zip(&p.target).map(|(v, &h)| (v.id.clone(), Value::from(host(h)))).collect::<serde_json::Map<_, _>>(),
         "violations": p.violations.iter().map(said).collect::<Vec<_>>(),
+        "transient_violations": p.transient.iter().map(|t| json!({
+            "wave": t.wave, "host": host(t.host), "mb": t.mb, "capacity": t.capacity,
+        })).collect::<Vec<_>>(),
+        "delivered": {
+            "iops": [d_before.iops, d_after.iops],
+            "mbps": [d_before.mbps, d_after.mbps],
+        },
         "reason": p.reason,
         "ssd_utilisation": c.hosts.iter().enumerate().map(|(h, x)| (x.id.clone(), json!([ub[h], ua[h]]))).collect::<serde_json::Map<_, _>>(),
         "logical_distance": c.apps.iter().enumerate()
@@ -255,7 +323,7 @@ mod tests {
             ),
             (
                 zk(1).replace("iops = 500", "iops = -5"),
-                "vms[0].iops: -5 is not a number ≥ 0",
+                "vms[0].iops: -5 is not a number from 0 to 1e12",
             ),
             (
                 zk(2).replace("zk1", "zk0"),
@@ -273,12 +341,102 @@ mod tests {
                 zk(1).replace("\"spread\"", "\"scatter\""),
                 "unknown variant `scatter`",
             ),
+            (
+                zk(1).replacen("ssd_bw_mbps = 500", "ssd_bw_mbps = 500\nlink_gbps = 10", 1),
+                "unknown field `link_gbps`",
+            ),
+            (
+                zk(1).replace(
+                    "preference = \"spread\"",
+                    "preference = \"spread\"\nweight = 2",
+                ),
+                "unknown field `weight`",
+            ),
+            (
+                zk(1).replacen("ssd_bw_mbps = 500", "ssd_bw_mbps = 500\nlink_gbit = 0", 1),
+                "hosts[0].link_gbit: 0 is not a positive number",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = inf"),
+                "vms[0].iops: inf is not a number",
+            ),
+            (
+                zk(1).replace("iops = 500", "iops = 2e300"),
+                "vms[0].iops: 2e300 is not a number",
+            ),
+            (
+                zk(1) + "[backend]\niops = -1\nbw_mbps = 5\n",
+                "backend.iops: -1",
+            ),
         ];
         for (text, want) in cases {
             let e = parse(&text, true).unwrap_err();
             assert!(e.contains(want), "{want} not in {e}");
         }
+        let c = parse(
+            &zk(1).replacen("ssd_bw_mbps = 500", "ssd_bw_mbps = 500\nlink_gbit = 25", 1),
+            true,
+        );
+        assert_eq!(
+            c.unwrap().hosts[0].link_gbit,
+            Some(25.0),
+            "a known key, used"
+        );
         let e = parse("{\"hosts\": [}", false).unwrap_err();
         assert!(e.contains("line 1 column"), "{e}");
+    }
+
+    /// The cluster: caches of 600 MB, h0 holds A, B (300 MB), h1 C, D, E (200 MB),
+    /// the only split that fits; h0's SSD is saturated.
+    #[test]
+    fn the_only_split_that_fits_is_not_broken() {
+        let mut t = String::new();
+        for h in ["h0", "h1"] {
+            t += &format!(
+                "[[hosts]]\nid = \"{h}\"\nssd_capacity_mb = 600\nssd_iops = 20000\nssd_bw_mbps = 400\n"
+            );
+        }
+        for (id, host, mb, iops) in [
+            ("A", "h0", 300, 12000),
+            ("B", "h0", 300, 12000),
+            ("C", "h1", 200, 500),
+            ("D", "h1", 200, 500),
+            ("E", "h1", 200, 500),
+        ] {
+            t += &format!(
+                "[[vms]]\nid = \"{id}\"\nhost = \"{host}\"\ncache_mb = {mb}\niops = {iops}\nbw_mbps = {}\n",
+                iops / 32
+            );
+        }
+        let c = parse(&t, true).unwrap();
+        let j = plan_json(&c, &plan(&c, &PlanParams::default()));
+        assert_eq!(j["moves_total"], 0, "{j}");
+        assert_eq!(
+            j["violations"].as_array().unwrap().len(),
+            1,
+            "h0's SSD, as before: {j}"
+        );
+        assert!(j["violations"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("h0: SSD demand"));
+        assert!(j["reason"].is_string());
+        assert_eq!(j["transient_violations"], json!([]));
+    }
+
+    #[test]
+    fn bad_files_are_named() {
+        let d = tempfile::tempdir().unwrap();
+        let e = load(d.path()).unwrap_err();
+        assert!(e.starts_with(&d.path().display().to_string()), "{e}");
+        let f = d.path().join("s.toml");
+        std::fs::write(&f, b"[[hosts]]\nid = \"h\xff\"\n").unwrap();
+        let e = load(&f).unwrap_err();
+        assert!(e.contains("s.toml: not UTF-8 text (byte 17)"), "{e}");
+        std::fs::write(&f, zk(1).replace("iops = 500", "iops = inf")).unwrap();
+        let e = load(&f).unwrap_err();
+        assert!(e.contains("s.toml: vms[0].iops: inf"), "{e}");
+        std::fs::write(&f, zk(2)).unwrap();
+        assert_eq!(load(&f).unwrap().vms.len(), 2);
     }
 }

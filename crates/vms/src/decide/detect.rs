@@ -66,7 +66,7 @@ pub struct Detector {
 
 /// How far `now` is from `base`, relative: the largest of the features' changes over their
 /// baseline (a feature near zero counts against a floor, so noise on an idle VM is no change).
-fn distance(base: &Features, now: &Features) -> f64 {
+pub(crate) fn distance(base: &Features, now: &Features) -> f64 {
     let floor = [200.0, 5.0, 0.1]; // IOPS, MB/s, read share
     (0..3)
         .map(|i| (now[i] - base[i]).abs() / base[i].abs().max(floor[i]))
@@ -134,16 +134,16 @@ impl Detector {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct PeakDemand {
     ids: Vec<String>,
-    recent: Vec<VecDeque<(f64, f64)>>,
+    recent: Vec<VecDeque<[f64; 5]>>,
 }
 
 impl PeakDemand {
-    /// Adds this window's demands of `cluster` and returns it with each VM's IOPS and MB/s
-    /// replaced by its peaks over the kept windows. A VM not seen before starts afresh.
+    /// Adds this window's demands of `cluster` and returns it with each VM's demands (SSD,
+    /// backend, link) replaced by their peaks over the kept windows. A VM not seen before starts afresh.
     pub fn window(&mut self, cluster: &Cluster, history: usize) -> Cluster {
         let ids: Vec<String> = cluster.vms.iter().map(|v| v.id.clone()).collect();
         if ids != self.ids {
-            let old: Vec<(String, VecDeque<(f64, f64)>)> =
+            let old: Vec<(String, VecDeque<[f64; 5]>)> =
                 self.ids.drain(..).zip(self.recent.drain(..)).collect();
             self.recent = (ids.iter())
                 .map(|id| {
@@ -155,12 +155,19 @@ impl PeakDemand {
         }
         let mut out = cluster.clone();
         for (v, r) in out.vms.iter_mut().zip(self.recent.iter_mut()) {
-            r.push_back((v.iops, v.bw_mbps));
+            r.push_back([
+                v.iops,
+                v.bw_mbps,
+                v.backend_iops,
+                v.backend_mbps,
+                v.link_mbps,
+            ]);
             while r.len() > history.max(1) {
                 r.pop_front();
             }
-            v.iops = r.iter().map(|x| x.0).fold(0.0, f64::max);
-            v.bw_mbps = r.iter().map(|x| x.1).fold(0.0, f64::max);
+            let peak = |i: usize| r.iter().map(|x| x[i]).fold(0.0, f64::max);
+            (v.iops, v.bw_mbps, v.backend_iops) = (peak(0), peak(1), peak(2));
+            (v.backend_mbps, v.link_mbps) = (peak(3), peak(4));
         }
         out
     }
@@ -178,6 +185,7 @@ mod tests {
                 ssd_capacity_mb: 8192.0,
                 ssd_iops: 40_000.0,
                 ssd_bw_mbps: 500.0,
+                link_gbit: None,
             }],
             vms: iops
                 .iter()
@@ -190,9 +198,11 @@ mod tests {
                     mem_mb: 1024.0,
                     iops,
                     bw_mbps: iops * 32.0 / 1024.0,
+                    ..Vm::default()
                 })
                 .collect(),
             apps: Vec::new(),
+            backend: None,
         }
     }
 

@@ -4,8 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::sim::io::{share, Limit};
+
+/// A host's link when a state does not give it (Gbit/s): what a migration's copy time is
+/// reckoned on.
+pub const DEFAULT_LINK_GBIT: f64 = 10.0;
+
 /// One hypervisor and its SSD cache.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Host {
     pub id: String,
     /// Room for cache slices (MB).
@@ -13,6 +20,25 @@ pub struct Host {
     /// What the SSD sustains: I/O operations and MB per second.
     pub ssd_iops: f64,
     pub ssd_bw_mbps: f64,
+    /// Its network link (Gbit/s): the VMs' traffic to the shared backend and the migrations.
+    /// None: not a limit of the VMs' I/O, and migrations reckoned at `DEFAULT_LINK_GBIT`.
+    #[serde(default)]
+    pub link_gbit: Option<f64>,
+}
+
+impl Host {
+    /// The link in MB/s (`DEFAULT_LINK_GBIT` when not given).
+    pub fn link_mbps(&self) -> f64 {
+        self.link_gbit.unwrap_or(DEFAULT_LINK_GBIT) * 1000.0 / 8.0
+    }
+}
+
+/// The shared storage behind every SSD cache: what it sustains, cluster-wide.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Backend {
+    pub iops: f64,
+    pub bw_mbps: f64,
 }
 
 /// How an application wants its VMs placed.
@@ -29,7 +55,7 @@ pub enum Preference {
 }
 
 /// One VM: where it is, its application, its cache slice and this window's I/O demand.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Vm {
     pub id: String,
     /// Index into `Cluster::hosts`.
@@ -43,9 +69,15 @@ pub struct Vm {
     /// Demand on the SSD cache this window.
     pub iops: f64,
     pub bw_mbps: f64,
+    /// Demand on the shared backend (its misses and flushes; a write counts once per replica).
+    pub backend_iops: f64,
+    pub backend_mbps: f64,
+    /// Traffic on its host's link to the backend (MB/s).
+    pub link_mbps: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct App {
     pub id: String,
     pub preference: Preference,
@@ -56,6 +88,32 @@ pub struct Cluster {
     pub hosts: Vec<Host>,
     pub vms: Vec<Vm>,
     pub apps: Vec<App>,
+    /// None: the backend is not a limit.
+    pub backend: Option<Backend>,
+}
+
+/// A limit the VMs' I/O is held at.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Bound {
+    /// This host's SSD (its IOPS or bandwidth).
+    Ssd(usize),
+    /// This host's link to the backend.
+    Link(usize),
+    Backend,
+}
+
+/// What a placement delivers (`Cluster::delivered`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Delivered {
+    /// Each VM's share of what it asks (1: all of it).
+    pub share: Vec<f64>,
+    /// The limits that hold some VM below what it asks.
+    pub bounds: Vec<Bound>,
+    /// What the VMs get, in SSDs: Σ share × the VM's load on the cluster's mean SSD.
+    pub load: f64,
+    /// What they get: SSD operations and MB per second.
+    pub iops: f64,
+    pub mbps: f64,
 }
 
 impl Cluster {
@@ -79,6 +137,82 @@ impl Cluster {
             d[h].2 += v.bw_mbps;
         }
         d
+    }
+
+    /// A VM's load on the cluster's mean SSD (the unit `Delivered::load` and the planner's
+    /// gains are counted in).
+    pub fn mean_load(&self, vm: usize) -> f64 {
+        let n = self.hosts.len().max(1) as f64;
+        let iops = self.hosts.iter().map(|h| h.ssd_iops).sum::<f64>() / n;
+        let bw = self.hosts.iter().map(|h| h.ssd_bw_mbps).sum::<f64>() / n;
+        let v = &self.vms[vm];
+        (v.iops / iops).max(v.bw_mbps / bw)
+    }
+
+    /// What every VM gets under `placement` when what they ask is shared weighted max-min
+    /// (the simulator's `io::share`) over every SSD's IOPS and bandwidth, every link whose
+    /// speed is known, and the backend if given.
+    pub fn delivered(&self, placement: &[usize]) -> Delivered {
+        let mut limits = Vec::new();
+        let mut bounds = Vec::new();
+        let on = |h: usize| (0..self.vms.len()).filter(move |&v| placement[v] == h);
+        for (h, host) in self.hosts.iter().enumerate() {
+            limits.push(Limit {
+                capacity: host.ssd_iops,
+                use_: on(h).map(|v| (v, self.vms[v].iops)).collect(),
+            });
+            limits.push(Limit {
+                capacity: host.ssd_bw_mbps,
+                use_: on(h).map(|v| (v, self.vms[v].bw_mbps)).collect(),
+            });
+            bounds.extend([Bound::Ssd(h), Bound::Ssd(h)]);
+            if host.link_gbit.is_some() {
+                limits.push(Limit {
+                    capacity: host.link_mbps(),
+                    use_: on(h).map(|v| (v, self.vms[v].link_mbps)).collect(),
+                });
+                bounds.push(Bound::Link(h));
+            }
+        }
+        if let Some(b) = self.backend {
+            let all = 0..self.vms.len();
+            limits.push(Limit {
+                capacity: b.iops,
+                use_: all.clone().map(|v| (v, self.vms[v].backend_iops)).collect(),
+            });
+            limits.push(Limit {
+                capacity: b.bw_mbps,
+                use_: all.map(|v| (v, self.vms[v].backend_mbps)).collect(),
+            });
+            bounds.extend([Bound::Backend, Bound::Backend]);
+        }
+        let asked: Vec<f64> = self.vms.iter().map(|_| 1.0).collect();
+        let share = share(&asked, &limits);
+        let mut held: Vec<Bound> = Vec::new();
+        for (l, b) in limits.iter().zip(bounds) {
+            let used: f64 = l.use_.iter().map(|&(v, u)| u * share[v]).sum();
+            let below = l
+                .use_
+                .iter()
+                .any(|&(v, u)| u > 0.0 && share[v] < 1.0 - 1e-9);
+            if below && used >= l.capacity * (1.0 - 1e-9) && !held.contains(&b) {
+                held.push(b);
+            }
+        }
+        Delivered {
+            load: (0..self.vms.len())
+                .map(|v| share[v] * self.mean_load(v))
+                .sum(),
+            iops: self.vms.iter().zip(&share).map(|(v, s)| v.iops * s).sum(),
+            mbps: self
+                .vms
+                .iter()
+                .zip(&share)
+                .map(|(v, s)| v.bw_mbps * s)
+                .sum(),
+            share,
+            bounds: held,
+        }
     }
 
     /// Each host's SSD utilisation under `placement`: the largest of its IOPS and bandwidth

@@ -42,7 +42,7 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use argv::{destination, Destination};
-pub use config::{check_plan, parse_config, parse_plan, Config, Host, Move, Vm};
+pub use config::{check_plan, parse_config, parse_plan, plan_transient, Config, Host, Move, Vm};
 
 const QMP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a destination QEMU may take to open its QMP socket.

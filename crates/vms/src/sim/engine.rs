@@ -15,9 +15,9 @@ use super::io::{self, Demand, Limit, Stream};
 use super::scenario::{
     job_kind, vm_id, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload,
 };
-use crate::decide::detect::{Detector, PeakDemand};
-use crate::decide::model::{logical_distance, App, Cluster, Host, Preference, Vm};
-use crate::decide::plan::{best_distance, plan, random_move, Move};
+use crate::decide::detect::{Change, Detector, PeakDemand};
+use crate::decide::model::{logical_distance, App, Backend, Cluster, Host, Preference, Vm};
+use crate::decide::plan::{best_distance, plan_with, random_move, Left, Move, Recent};
 use colosched_core::Rng;
 
 /// The placement policies: spec 003's planner and its baselines.
@@ -92,7 +92,14 @@ pub struct MigrationResult {
     /// How much slower the moved VM ran while it moved than it would have at the same time
     /// without the migration (1 − rate with ÷ rate without, mean over its seconds).
     pub slowdown: f64,
+    /// It takes the VM back where its previous migration took it from, begun within
+    /// `STRAIGHT_BACK_S` of that one's end.
+    pub straight_back: bool,
 }
+
+/// How soon a move that undoes a VM's previous one counts as straight back (s): ten of the
+/// paper's windows.
+pub const STRAIGHT_BACK_S: f64 = 600.0;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WindowResult {
@@ -144,6 +151,9 @@ struct VmState {
     w_ssd_ops: f64,
     w_ssd_mb: f64,
     w_mb: f64,
+    w_be_ops: f64,
+    w_be_mb: f64,
+    w_link_mb: f64,
     // the measured time's sums
     m_ios: f64,
     m_mb: f64,
@@ -175,6 +185,9 @@ struct HadoopState {
     last_end: f64,
 }
 
+/// A VM's last migration: the host it left, when it ended, its SSD demand when planned.
+type LastMove = (usize, f64, (f64, f64));
+
 struct Migration {
     vm: usize,
     from: usize,
@@ -185,6 +198,8 @@ struct Migration {
     rate: f64,
     slow_sum: f64,
     slow_n: f64,
+    /// The VM's SSD demand (IOPS, MB/s) when the move was planned.
+    planned: (f64, f64),
 }
 
 /// One run of `s` under `policy` with `seed`.
@@ -231,6 +246,9 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 w_ssd_ops: 0.0,
                 w_ssd_mb: 0.0,
                 w_mb: 0.0,
+                w_be_ops: 0.0,
+                w_be_mb: 0.0,
+                w_link_mb: 0.0,
                 m_ios: 0.0,
                 m_mb: 0.0,
                 m_hits: 0.0,
@@ -253,6 +271,11 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
     let mut detector = Detector::default();
     let mut peaks = PeakDemand::default();
     let mut queue: Vec<Vec<Move>> = Vec::new();
+    // Each VM's last migration (the host it left, when it ended, its demand when planned),
+    // the demand each planned move was planned on, and when the detector saw demand change.
+    let mut last: Vec<Option<LastMove>> = vec![None; vms.len()];
+    let mut planned_on = vec![(0.0, 0.0); vms.len()];
+    let mut changes: Vec<f64> = Vec::new();
     let mut moving: Vec<Migration> = Vec::new();
     let mut out = RunResult {
         scenario: s.name.clone(),
@@ -297,7 +320,9 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
         if moving.is_empty() && !queue.is_empty() {
             for m in queue.remove(0) {
                 if vms[m.vm].host == m.from {
-                    moving.push(start_migration(s, &hosts, &mut vms, m, now));
+                    let mut mig = start_migration(s, &hosts, &mut vms, m, now);
+                    mig.planned = planned_on[mig.vm];
+                    moving.push(mig);
                 }
             }
         }
@@ -335,6 +360,9 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 v.w_ssd_ops += asked * c.ssd_ops;
                 v.w_ssd_mb += asked * c.ssd_mb;
                 v.w_mb += asked * st.block_kb / 1024.0;
+                v.w_be_ops += asked * c.be_ops;
+                v.w_be_mb += asked * c.be_mb;
+                v.w_link_mb += asked * c.link_mb;
                 ssd_ops[v.host] += rate * c.ssd_ops;
                 ssd_mb[v.host] += rate * c.ssd_mb;
                 if measuring {
@@ -425,6 +453,10 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
         for k in ended.into_iter().rev() {
             let m = moving.remove(k);
             let downtime_s = m.left_mb / m.rate;
+            let end_s = now + 1.0 + downtime_s;
+            let straight_back = last[m.vm]
+                .is_some_and(|(left, ended, _)| left == m.to && m.start - ended < STRAIGHT_BACK_S);
+            last[m.vm] = Some((m.from, end_s, m.planned));
             let v = &mut vms[m.vm];
             v.host = m.to;
             v.migrating = false;
@@ -443,6 +475,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 } else {
                     0.0
                 },
+                straight_back,
             });
         }
 
@@ -501,18 +534,48 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                         .collect();
                     let peak = peaks.window(&cluster, detect_params.history);
                     // Busy with a plan: the detector waits, so a change is seen after it.
-                    if idle
-                        && detector
-                            .window(&cluster, &features, &detect_params)
-                            .is_some()
-                    {
-                        queue = plan(&peak, &plan_params).waves;
+                    let change = if idle {
+                        detector.window(&cluster, &features, &detect_params)
+                    } else {
+                        None
+                    };
+                    if matches!(change, Some(Change::Pattern(_))) {
+                        changes.push(end as f64);
+                    }
+                    if change.is_some() {
+                        // A placement is expected to hold as long as demand has held between
+                        // the changes seen so far, less the k windows the detector took to
+                        // see this one.
+                        let mut params = plan_params;
+                        if changes.len() >= 2 {
+                            let every = (changes[changes.len() - 1] - changes[0])
+                                / (changes.len() - 1) as f64;
+                            params.hold_s = every - (detect_params.k * s.window_s) as f64;
+                        }
+                        let recent = Recent {
+                            left: (last.iter())
+                                .map(|l| {
+                                    l.map(|(host, ended, (iops, bw_mbps))| Left {
+                                        host,
+                                        age_s: end as f64 - ended,
+                                        iops,
+                                        bw_mbps,
+                                    })
+                                })
+                                .collect(),
+                            tau: detect_params.tau,
+                        };
+                        queue = plan_with(&peak, &params, &recent).waves;
+                        for m in queue.iter().flatten() {
+                            planned_on[m.vm] = (peak.vms[m.vm].iops, peak.vms[m.vm].bw_mbps);
+                        }
                     }
                 }
                 _ => {}
             }
             for v in vms.iter_mut() {
                 (v.w_ios, v.w_reads, v.w_ssd_ops, v.w_ssd_mb, v.w_mb) = (0.0, 0.0, 0.0, 0.0, 0.0);
+                (v.w_be_ops, v.w_be_mb, v.w_link_mb) = (0.0, 0.0, 0.0);
             }
         }
     }
@@ -737,6 +800,7 @@ fn start_migration(
         rate: s.migration.bw_cap * link(m.from).min(link(m.to)),
         slow_sum: 0.0,
         slow_n: 0.0,
+        planned: (0.0, 0.0),
     }
 }
 
@@ -890,6 +954,7 @@ fn observed(s: &Scenario, hosts: &[&HostGroup], vms: &[VmState], window_s: f64) 
                 ssd_capacity_mb: g.ssd_capacity_mb,
                 ssd_iops: g.ssd_iops,
                 ssd_bw_mbps: g.ssd_bw_mbps,
+                link_gbit: Some(g.link_gbit),
             })
             .collect(),
         vms: (vms.iter())
@@ -901,6 +966,9 @@ fn observed(s: &Scenario, hosts: &[&HostGroup], vms: &[VmState], window_s: f64) 
                 mem_mb: s.apps[v.app].mem_mb,
                 iops: v.w_ssd_ops / window_s,
                 bw_mbps: v.w_ssd_mb / window_s,
+                backend_iops: v.w_be_ops / window_s,
+                backend_mbps: v.w_be_mb / window_s,
+                link_mbps: v.w_link_mb / window_s,
             })
             .collect(),
         apps: (s.apps.iter())
@@ -909,6 +977,10 @@ fn observed(s: &Scenario, hosts: &[&HostGroup], vms: &[VmState], window_s: f64) 
                 preference: a.preference(),
             })
             .collect(),
+        backend: Some(Backend {
+            iops: s.backend.iops,
+            bw_mbps: s.backend.bw_mbps,
+        }),
     }
 }
 

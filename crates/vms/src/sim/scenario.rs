@@ -54,6 +54,7 @@ use serde::Deserialize;
 use crate::decide::detect::DetectParams;
 use crate::decide::model::Preference;
 use crate::decide::plan::PlanParams;
+use crate::state::MAX;
 
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,6 +149,9 @@ pub struct PlannerKeys {
     pub per_cluster: Option<usize>,
     pub min_gain: Option<f64>,
     pub stickiness: Option<f64>,
+    pub hold_s: Option<f64>,
+    pub cooldown_s: Option<f64>,
+    pub slowdown: Option<f64>,
     pub tau: Option<f64>,
     pub k: Option<u32>,
     pub ssd_limit: Option<f64>,
@@ -164,6 +168,9 @@ impl Scenario {
             bw_cap: self.migration.bw_cap,
             min_gain: p.min_gain.unwrap_or(d.min_gain),
             stickiness: p.stickiness.unwrap_or(d.stickiness),
+            hold_s: p.hold_s.unwrap_or(d.hold_s),
+            cooldown_s: p.cooldown_s.unwrap_or(d.cooldown_s),
+            slowdown: p.slowdown.unwrap_or(d.slowdown),
         }
     }
 
@@ -372,17 +379,19 @@ impl Scenario {
 
     fn check(&self) -> Result<(), String> {
         let positive = |k: &str, x: f64| {
-            if x.is_finite() && x > 0.0 {
+            if x > 0.0 && x <= MAX {
                 Ok(())
             } else {
-                Err(format!("{k}: must be a positive number, got {x}"))
+                Err(format!(
+                    "{k}: must be a positive number up to {MAX:e}, got {x}"
+                ))
             }
         };
         let non_negative = |k: &str, x: f64| {
-            if x.is_finite() && x >= 0.0 {
+            if (0.0..=MAX).contains(&x) {
                 Ok(())
             } else {
-                Err(format!("{k}: must be ≥ 0, got {x}"))
+                Err(format!("{k}: must be from 0 to {MAX:e}, got {x}"))
             }
         };
         let share = |k: &str, x: f64| {
@@ -436,6 +445,9 @@ impl Scenario {
         }
         non_negative("planner.min_gain", p.min_gain)?;
         non_negative("planner.stickiness", p.stickiness)?;
+        non_negative("planner.hold_s", p.hold_s)?;
+        non_negative("planner.cooldown_s", p.cooldown_s)?;
+        share("planner.slowdown", p.slowdown)?;
         let d = self.detect_params();
         positive("planner.tau", d.tau)?;
         positive("planner.ssd_limit", d.ssd_limit)?;

@@ -241,6 +241,40 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
 }
 
 /// A plan's text (`colosched plan vms --json`: only `moves` is read), by wave.
+/// The plan's `transient_violations` (waves during which a cache holds more slices than its
+/// room, because no order of the moves avoids it), in words: a plan that has some is run only
+/// when the operator allows it (`--allow-transient`).
+pub fn plan_transient(text: &str) -> Result<Vec<String>, String> {
+    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Some(list) = v.get("transient_violations") else {
+        return Ok(Vec::new());
+    };
+    let list = list
+        .as_array()
+        .ok_or("transient_violations: expected a list")?;
+    (list.iter().enumerate())
+        .map(|(i, t)| {
+            let (w, h) = (
+                t.get("wave").and_then(Json::as_u64),
+                t.get("host").and_then(Json::as_str),
+            );
+            let (mb, cap) = (
+                t.get("mb").and_then(Json::as_f64),
+                t.get("capacity").and_then(Json::as_f64),
+            );
+            match (w, h, mb, cap) {
+                (Some(w), Some(h), Some(mb), Some(cap)) => Ok(format!(
+                    "wave {}: {h} holds {mb:.0} MB of cache slices on {cap:.0} MB",
+                    w + 1
+                )),
+                _ => Err(format!(
+                    "transient_violations[{i}]: expected wave, host, mb and capacity"
+                )),
+            }
+        })
+        .collect()
+}
+
 pub fn parse_plan(text: &str) -> Result<Vec<Vec<Move>>, String> {
     let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
     let waves = v
