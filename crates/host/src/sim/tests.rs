@@ -1087,3 +1087,69 @@ fn a_network_vm_without_cpu_work_drains_at_the_offered_rate_whatever_the_quantum
 
 /// Megabits per 1500-byte packet.
 const PACKET_MBIT: f64 = super::net::PACKET_BITS / 1e6;
+
+/// Issue 26's many-gangs host: 2 fast cores (speed 2) and 6 slow ones, 9 parallel VMs (facesim:
+/// 250 phases of 2 ms, 1 ms spins) and 9 serial ones, every VM 2 vCPUs of equal weight,
+/// interleaved, with drawn start order and program lengths.
+fn many_gangs(horizon_ms: f64) -> Scenario {
+    let mut host = Host::with_speeds(&[2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+    host.migration_warmup_ms = 0.5;
+    let vms = (0..18)
+        .map(|i| {
+            let workload = if i % 2 == 0 {
+                parallel(250, 2.0, 1000.0)
+            } else {
+                Workload::Serial {
+                    work_ms: 500.0,
+                    mem_intensity: 0.2,
+                }
+            };
+            Vm {
+                repeat: true,
+                work_cv: 0.2,
+                ..Vm::new(&format!("vm{i}"), 2, workload)
+            }
+        })
+        .collect();
+    Scenario {
+        name: "many-gangs".into(),
+        horizon_ms,
+        net_quantum_ms: 1.0,
+        shuffle_start: true,
+        host,
+        vms,
+    }
+}
+
+/// Issue 26: with more gangs than cores, IA keeps every equal-weight VM's CPU time within 10 %
+/// of the mean (spec 001's fairness among equal weights) and still runs the parallel programs
+/// faster than Credit.
+#[test]
+fn ia_is_fair_among_many_equal_gangs_and_keeps_its_lead_on_parallel_programs() {
+    let sc = many_gangs(10_000.0);
+    let mut failures = Vec::new();
+    for seed in 1..=4 {
+        let ia = crate::run::run(&sc, "ia", seed).unwrap();
+        let credit = crate::run::run(&sc, "credit", seed).unwrap();
+        let cpu: Vec<f64> = ia.vms.iter().map(|v| v.run_ms).collect();
+        let mean = cpu.iter().sum::<f64>() / cpu.len() as f64;
+        let worst = cpu
+            .iter()
+            .map(|c| (c / mean - 1.0).abs())
+            .fold(0.0, f64::max);
+        let parallel: Vec<f64> = crate::spec001::normalised(&ia, &credit)
+            .into_iter()
+            .filter_map(|(p, x)| p.then_some(x))
+            .collect();
+        let ratio = crate::spec001::geomean(&parallel);
+        println!(
+            "seed {seed}: ia cpu ms {cpu:.0?}, mean {mean:.0}, worst {:.1} %, \
+             parallel programs ia/credit {ratio:.3}",
+            100.0 * worst
+        );
+        if worst > 0.10 || ratio >= 1.0 {
+            failures.push(format!("seed {seed}: worst {worst:.3}, ratio {ratio:.3}"));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
