@@ -1087,3 +1087,109 @@ fn a_network_vm_without_cpu_work_drains_at_the_offered_rate_whatever_the_quantum
 
 /// Megabits per 1500-byte packet.
 const PACKET_MBIT: f64 = super::net::PACKET_BITS / 1e6;
+
+/// Issue 26's many-gangs host: 2 fast cores (speed 2) and 6 slow ones, 9 parallel VMs (facesim:
+/// 250 phases of 2 ms, 1 ms spins) and 9 serial ones, every VM 2 vCPUs of equal weight,
+/// interleaved, with drawn start order and program lengths.
+fn many_gangs(horizon_ms: f64) -> Scenario {
+    let mut host = Host::with_speeds(&[2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+    host.migration_warmup_ms = 0.5;
+    let vms = (0..18)
+        .map(|i| {
+            let workload = if i % 2 == 0 {
+                parallel(250, 2.0, 1000.0)
+            } else {
+                Workload::Serial {
+                    work_ms: 500.0,
+                    mem_intensity: 0.2,
+                }
+            };
+            Vm {
+                repeat: true,
+                work_cv: 0.2,
+                ..Vm::new(&format!("vm{i}"), 2, workload)
+            }
+        })
+        .collect();
+    Scenario {
+        name: "many-gangs".into(),
+        horizon_ms,
+        net_quantum_ms: 1.0,
+        shuffle_start: true,
+        host,
+        vms,
+    }
+}
+
+/// Each VM's CPU time and scaled CPU time (time × core speed: the SR it consumed, spec 001's
+/// measure of a VM's share) in ms, in `sc` under IA with `seed`.
+fn ia_cpu_per_vm(sc: &Scenario, seed: u64) -> (Vec<f64>, Vec<f64>) {
+    let topo = Topology::new(&sc.host, &sc.vms);
+    let cfg = RunConfig {
+        horizon: (sc.horizon_ms * MS as f64) as Nanos,
+        record_intervals: true,
+        seed,
+        net_quantum: NET_QUANTUM,
+        shuffle_start: sc.shuffle_start,
+    };
+    let mut ia = Ia::new(&topo, IaSchedParams::default()).unwrap();
+    let r = simulate(&sc.host, &sc.vms, &mut ia, &cfg);
+    check_invariants(&sc.host, &r);
+    let (mut time, mut scaled) = (vec![0.0; sc.vms.len()], vec![0.0; sc.vms.len()]);
+    for i in &r.intervals {
+        let t = (i.end - i.start) as f64 / MS as f64;
+        time[topo.vcpus[i.vcpu].vm] += t;
+        scaled[topo.vcpus[i.vcpu].vm] += t * sc.host.cores[i.core].speed;
+    }
+    (time, scaled)
+}
+
+/// The largest relative distance of `xs` from their mean.
+fn worst_from_mean(xs: &[f64]) -> f64 {
+    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+    xs.iter()
+        .map(|x| (x / mean - 1.0).abs())
+        .fold(0.0, f64::max)
+}
+
+/// Issue 26: with more gangs than cores, IA keeps every equal-weight VM's CPU time within 10 %
+/// of the mean (spec 001's fairness among equal weights) and still runs the parallel programs
+/// faster than Credit.
+///
+/// Not met yet (seeds 1–4, 10 s, `cargo test --release -p colosched-host --lib many_equal_gangs
+/// -- --ignored --nocapture`): main's IA is 15.6–27.5 % off the mean CPU time (11.7 %–13.1 % in
+/// scaled CPU) and 1.03–1.07 × Credit on the parallel programs. Tried (issue 26, reverted; see
+/// docs/host-sim.md): a waking vCPU with SR ending the slot of one without → CPU 23.6–37.6 %,
+/// scaled 4.4–35 %, parallel 0.97–1.03 ×; that plus `gang_needs_sr` → scaled within 1.5 %,
+/// parallel 0.95–0.98 ×, but CPU still 13–20 % off (SR buys equal work, so a VM kept on the
+/// fast cores gets half the time) and W1–W4's parallel programs lose their lead (geomean 0.83
+/// → 1.08 × Credit).
+#[test]
+#[ignore = "IA does not meet it yet: CPU time 16-28 % off the mean, parallel 1.03-1.07 x Credit (see doc comment)"]
+fn ia_is_fair_among_many_equal_gangs_and_keeps_its_lead_on_parallel_programs() {
+    let sc = many_gangs(10_000.0);
+    let mut failures = Vec::new();
+    for seed in 1..=4 {
+        let (time, scaled) = ia_cpu_per_vm(&sc, seed);
+        let ia = crate::run::run(&sc, "ia", seed).unwrap();
+        let credit = crate::run::run(&sc, "credit", seed).unwrap();
+        let parallel: Vec<f64> = crate::spec001::normalised(&ia, &credit)
+            .into_iter()
+            .filter_map(|(p, x)| p.then_some(x))
+            .collect();
+        let ratio = crate::spec001::geomean(&parallel);
+        let (wt, ws) = (worst_from_mean(&time), worst_from_mean(&scaled));
+        println!(
+            "seed {seed}: worst from mean: cpu {:.1} %, scaled cpu {:.1} %; \
+             parallel programs ia/credit {ratio:.3}\n  cpu {time:.0?}\n  scaled {scaled:.0?}",
+            100.0 * wt,
+            100.0 * ws
+        );
+        if wt > 0.10 || ratio >= 1.0 {
+            failures.push(format!(
+                "seed {seed}: cpu {wt:.3}, scaled {ws:.3}, ratio {ratio:.3}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
