@@ -35,20 +35,34 @@ def steal_fraction(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
+def cpu_times(cpu: int) -> tuple[int, int]:
+    """(busy, steal) jiffies of `cpu` from /proc/stat (busy: everything but idle, iowait, steal)."""
+    with open("/proc/stat") as f:
+        lines = f.read().splitlines()
+    for line in lines:
+        f = line.split()
+        if f[0] == f"cpu{cpu}":
+            user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f[1:9])
+            return user + nice + system + irq + softirq, steal
+    raise RuntimeError(f"/proc/stat has no cpu{cpu}")
+
+
 @contextlib.contextmanager
 def vcpus_kept_awake(enabled: bool = True):
     """While the block runs, a SCHED_IDLE busy loop on every CPU keeps this VM's vCPUs from
     halting, as `idle=poll` or the guest haltpoll cpuidle driver would: a thread that wakes on an
-    idle CPU then needs no exit to the host (bench/machine/vcpu_wake.c measures what that costs)."""
-    spinners = []
+    idle CPU then needs no exit to the host (bench/machine/vcpu_wake.c measures what that costs).
+    Yields {cpu: the spinner's pid} (empty when not `enabled`)."""
+    spinners = {}
     try:
         if enabled:
             for cpu in sorted(os.sched_getaffinity(0)):
-                spinners.append(subprocess.Popen([sys.executable, "-c", _SPIN, str(cpu), str(os.getpid())]))
+                argv = [sys.executable, "-c", _SPIN, str(cpu), str(os.getpid())]
+                spinners[cpu] = subprocess.Popen(argv)
             time.sleep(0.2)  # let them start
-        yield
+        yield {cpu: p.pid for cpu, p in spinners.items()}
     finally:
-        for p in spinners:
+        for p in spinners.values():
             p.kill()
             p.wait()
 

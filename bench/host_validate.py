@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from benchutil import vcpus_kept_awake
+from benchutil import cpu_times, vcpus_kept_awake
 
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "bench" / "loadgen"
@@ -118,32 +118,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def cpu_times(cpu: int) -> tuple[int, int]:
-    """(busy, steal) jiffies of `cpu` from /proc/stat (busy: everything but idle, iowait, steal)."""
-    for line in Path("/proc/stat").read_text().splitlines():
-        f = line.split()
-        if f[0] == f"cpu{cpu}":
-            user, nice, system, idle, iowait, irq, softirq, steal = (int(x) for x in f[1:9])
-            return user + nice + system + irq + softirq, steal
-    raise RuntimeError(f"/proc/stat has no cpu{cpu}")
-
-
 def run_ns(pids: list[int]) -> int:
     """Time on a CPU of these tasks so far (ns, /proc/PID/schedstat)."""
     return sum(int(Path(f"/proc/{p}/schedstat").read_text().split()[0]) for p in pids)
 
 
-def disturbance(before: dict, after: dict, ours: int, wall_ns: int) -> dict[str, float]:
-    """Shares of the run's wall time: steal on the server's and the client's CPUs, busy time on
-    the server's CPU that was not the server's or the hogs' (`ours`, ns), and busy time on the
-    client's CPU (the client itself and the loopback's softirqs take well under 1 % of it)."""
+def disturbance(before: dict, after: dict, ours: dict, wall_ns: int) -> dict[str, float]:
+    """Shares of the run's wall time: steal on the server's and the client's CPUs, and busy time
+    on each that was not ours (`ours`: ns run there by the server and the hogs, and by the
+    keep-awake spinners; the client and the loopback's softirqs take well under 1 % of CPU 0)."""
     jiffy = 1e9 / USER_HZ
     (b0, s0), (b1, s1) = before["client"], after["client"]
     (sb0, ss0), (sb1, ss1) = before["server"], after["server"]
     return {
         "steal": max(s1 - s0, ss1 - ss0) * jiffy / wall_ns,
-        "others": max(0.0, ((sb1 - sb0) * jiffy - ours) / wall_ns),
-        "client CPU busy": (b1 - b0) * jiffy / wall_ns,
+        "others": max(0.0, ((sb1 - sb0) * jiffy - ours["server"]) / wall_ns),
+        "client CPU busy": max(0.0, ((b1 - b0) * jiffy - ours["client"]) / wall_ns),
     }
 
 
@@ -163,9 +153,11 @@ def real_run(
     server_cpu: int = 1,
     client_cpu: int = 0,
     tick=None,
+    spinners: dict[int, int] | None = None,
 ) -> dict:
     """One configuration for real: the round trips (ms), losses, the server's slice as the kernel
-    reports it, and its CPU time per request (µs)."""
+    reports it, its CPU time per request (µs), and how disturbed the run was (`spinners`: the
+    keep-awake spinners' pids by CPU, whose time is not a disturbance)."""
     udpecho, behog = tools
     port = free_port()
     procs: list[subprocess.Popen] = []
@@ -187,8 +179,12 @@ def real_run(
                 subprocess.Popen([str(behog)], stdout=subprocess.DEVNULL, preexec_fn=_pinned({server_cpu}))
             )
         time.sleep(0.3)  # the hogs reach their steady state
-        ours = [p.pid for p in procs]
-        t0, ran0 = time.monotonic_ns(), run_ns(ours)
+        spin = spinners or {}
+        ours = {
+            "server": [p.pid for p in procs] + [spin[c] for c in (server_cpu,) if c in spin],
+            "client": [spin[c] for c in (client_cpu,) if c in spin],
+        }
+        t0, ran0 = time.monotonic_ns(), {k: run_ns(v) for k, v in ours.items()}
         cpus0 = {"client": cpu_times(client_cpu), "server": cpu_times(server_cpu)}
         client = subprocess.Popen(
             [str(udpecho), "client", str(port), str(requests), str(gap_ms), str(seed)],
@@ -207,7 +203,8 @@ def real_run(
                 tick()
         if client.wait(timeout=10) != 0:
             raise RuntimeError(f"udpecho client exited {client.returncode}")
-        ran, wall = run_ns(ours) - ran0, time.monotonic_ns() - t0
+        ran = {k: run_ns(v) - ran0[k] for k, v in ours.items()}
+        wall = time.monotonic_ns() - t0
         cpus1 = {"client": cpu_times(client_cpu), "server": cpu_times(server_cpu)}
         server.send_signal(signal.SIGTERM)
         served, cpu_ns = (int(x) for x in server.communicate(timeout=5)[0].split())
@@ -316,11 +313,18 @@ def main() -> int:
     from rich.progress import Progress
 
     awake = vcpus_kept_awake(not args.no_keep_awake)
-    with awake, Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
+    with awake as spinners, Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
         task = bar.add_task("real runs", total=len(configs) * args.requests)
         for k, s in configs:
             real = real_run(
-                tools, k, s, args.requests, args.gap_ms, args.seed, tick=lambda: bar.advance(task)
+                tools,
+                k,
+                s,
+                args.requests,
+                args.gap_ms,
+                args.seed,
+                tick=lambda: bar.advance(task),
+                spinners=spinners,
             )
             sim = sim_run(
                 k, s, real["cpu_us_per_request"], args.sim_seconds, real["default_slice_ms"], args.gap_ms
