@@ -356,8 +356,10 @@ def test_a_destination_left_by_a_sigkilled_executor_is_killed_and_removed_by_the
     # 5 MB/s would still be running). The VM was still on its source: it is what migrates.
     cluster.write(link_mbps=100_000, bw_cap=1.0)
     before = cluster.count(cluster.console)
+    t0 = time.monotonic()
     r = cluster.run("--execute", "--json")
     assert r.returncode == 0, r.stderr
+    print(f"clean + migrate: {time.monotonic() - t0:.2f} s")
     said = [line for line in r.stderr.splitlines() if f"killed QEMU pid {dest}" in line]
     assert said, r.stderr
     for name in ("zk1.h1.qmp", "zk1.h1.pid", "zk1.h1.log"):

@@ -419,6 +419,20 @@ fn ours(pid: i32, pidfile: &Path) -> bool {
         && argv.windows(2).any(|w| w[0] == b"-pidfile" && w[1] == want)
 }
 
+/// A live QEMU of ours, asked over its QMP socket.
+fn probe(qmp: &Path) -> Found {
+    let Ok(mut q) = Qmp::connect(qmp, QMP_TIMEOUT) else {
+        return Found::Alive {
+            status: None,
+            migration: None,
+        };
+    };
+    let status = q.query_status().ok().map(|s| s.status);
+    let migration = q.execute("query-migrate", None).ok();
+    let migration = migration.and_then(|v| Some(v.get("status")?.as_str()?.to_string()));
+    Found::Alive { status, migration }
+}
+
 /// Looks for what an earlier run's destination of move `m` left; `Err` (naming the VM, the pid
 /// and run_dir) when it must be left alone.
 fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, String> {
@@ -438,19 +452,7 @@ fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, String> {
         .filter(|&p| p > 0 && ours(p, &pidfile));
     let found = match pid {
         None => Found::Dead,
-        Some(_) => match Qmp::connect(&qmp, QMP_TIMEOUT) {
-            Ok(mut q) => {
-                let status = q.query_status().ok().map(|s| s.status);
-                let migration = q.execute("query-migrate", None).ok();
-                let migration =
-                    migration.and_then(|v| Some(v.get("status")?.as_str()?.to_string()));
-                Found::Alive { status, migration }
-            }
-            Err(_) => Found::Alive {
-                status: None,
-                migration: None,
-            },
-        },
+        Some(_) => probe(&qmp),
     };
     let mut files: Vec<PathBuf> = std::fs::read_dir(&c.run_dir)
         .map(|d| {
@@ -499,6 +501,14 @@ pub fn clean(c: &Config, l: &Leftover) -> Result<String, String> {
         let fd = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
         // Opened first, checked after: the fd cannot come to mean another process.
         if let Some(fd) = fd.filter(|_| ours(pid, &pidfile)) {
+            // Asked again: the source may have completed the migration since the check.
+            let qmp = c.run_dir.join(format!("{}.{}.qmp", l.vm, l.host));
+            if let Action::Refuse(why) = leftover(&probe(&qmp)) {
+                return Err(format!(
+                    "pid {pid} ({}): {why} since the check: left alone",
+                    qmp.display()
+                ));
+            }
             pidfd_send_signal(&fd, Signal::KILL).map_err(|e| format!("kill pid {pid}: {e}"))?;
             let deadline = Instant::now() + SETTLE_TIMEOUT;
             while alive(pid) {
