@@ -329,3 +329,81 @@ def test_a_signal_mid_migration_cancels_it_and_leaves_nothing_behind(cluster, si
     assert p.wait(timeout=30) == code, out.read_text()
     assert "interrupted" in out.read_text()
     assert_nothing_left(cluster)
+
+
+def sigkilled_mid_migration(cluster) -> int:
+    """The executor SIGKILLed a second and a half into a 5 MB/s migration; returns the pid of the
+    destination QEMU it leaves (still `inmigrate`: the source goes on sending to it)."""
+    cluster.write(link_mbps=100, bw_cap=0.4)
+    p, out = slow_run(cluster)
+    p.kill()
+    p.wait(timeout=10)
+    (dest,) = cluster.destinations()
+    assert int((cluster.run_dir / "zk1.h1.pid").read_text()) == dest
+    assert qmp(cluster.run_dir / "zk1.h1.qmp", "query-status")["status"] == "inmigrate"
+    assert cluster.source_status() == "running"
+    return dest
+
+
+def test_a_destination_left_by_a_sigkilled_executor_is_killed_and_removed_by_the_next_run(cluster):
+    dest = sigkilled_mid_migration(cluster)
+    # A dry run says what --execute would do and does nothing.
+    r = cluster.run()
+    assert r.returncode == 0, r.stderr
+    assert f"kill QEMU pid {dest} (it never received the VM)" in r.stderr, r.stderr
+    assert cluster.destinations() == [dest]
+    # --execute kills it and removes its files, then migrates (uncapped now: the first one's
+    # 5 MB/s would still be running). The VM was still on its source: it is what migrates.
+    cluster.write(link_mbps=100_000, bw_cap=1.0)
+    before = cluster.count(cluster.console)
+    t0 = time.monotonic()
+    r = cluster.run("--execute", "--json")
+    assert r.returncode == 0, r.stderr
+    print(f"clean + migrate: {time.monotonic() - t0:.2f} s")
+    said = [line for line in r.stderr.splitlines() if f"killed QEMU pid {dest}" in line]
+    assert said, r.stderr
+    for name in ("zk1.h1.qmp", "zk1.h1.pid", "zk1.h1.log"):
+        assert str(cluster.run_dir / name) in said[0], said
+    print(said[0])
+    (m,), summary = reports(r.stdout)
+    assert m["status"] == "completed" and summary["exit"] == 0, m
+    assert dest not in qemu_procs(str(cluster.run_dir)), "the leftover QEMU is gone"
+    (new,) = cluster.destinations()
+    assert new != dest and int((cluster.run_dir / "zk1.h1.pid").read_text()) == new
+    assert left_in(cluster.run_dir) == ["zk1.h1.log", "zk1.h1.pid", "zk1.h1.qmp"]
+    assert qmp(cluster.run_dir / "zk1.h1.qmp", "query-status")["status"] == "running"
+    log = cluster.run_dir / "zk1.h1.log"
+    deadline = time.monotonic() + 10
+    while cluster.count(log) <= before:
+        assert time.monotonic() < deadline, f"no COUNT past {before} on {log}: {log.read_text()[-500:]}"
+        time.sleep(0.2)
+
+
+def test_a_leftover_destination_that_received_the_vm_is_left_alone_and_named(cluster):
+    dest = sigkilled_mid_migration(cluster)
+    # The source, left on its own, finishes the migration (sped up here): the leftover has the VM.
+    qmp(cluster.qmp, "migrate-set-parameters", {"max-bandwidth": 10_000_000_000})
+    dest_qmp = cluster.run_dir / "zk1.h1.qmp"
+    deadline = time.monotonic() + 60
+    while qmp(dest_qmp, "query-status")["status"] != "running":
+        assert time.monotonic() < deadline, qmp(cluster.qmp, "query-migrate")
+        time.sleep(0.2)
+    for flags in ((), ("--execute",)):
+        r = cluster.run(*flags)
+        assert r.returncode == 2, (r.stdout, r.stderr)
+        assert f"{cluster.config}: migrate.run_dir: {cluster.run_dir}: QEMU pid {dest}" in r.stderr, r.stderr
+        assert "zk1 on h1" in r.stderr and "received the VM" in r.stderr, r.stderr
+        assert r.stdout == ""
+    print(r.stderr)
+    assert cluster.destinations() == [dest]
+    assert qmp(dest_qmp, "query-status")["status"] == "running"
+    assert left_in(cluster.run_dir) == ["zk1.h1.log", "zk1.h1.pid", "zk1.h1.qmp"]
+
+
+def test_per_cluster_in_the_executor_config_is_refused(cluster):
+    cluster.write(extra="per_cluster = 2\n")
+    r = cluster.run("--execute")
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert f"{cluster.config}: migrate.per_cluster: not an executor key" in r.stderr, r.stderr
+    assert "plan vms --per-cluster" in r.stderr
+    assert cluster.destinations() == [] and not cluster.run_dir.exists()

@@ -11,7 +11,7 @@ use clap::{Args, Parser, Subcommand};
 use colosched_memwatch::signals::Signals;
 
 use crate::real::migrate::{
-    check, execute, parse_config, parse_plan, plan_transient, Bad, Config, Report,
+    check, clean, execute, parse_config, parse_plan, plan_transient, Bad, Config, Report,
 };
 
 const AFTER: &str = "examples:
@@ -136,7 +136,7 @@ fn vms(a: &VmsArgs) -> i32 {
     } else {
         None
     };
-    let planned = match check(&c, &waves) {
+    let (planned, leftovers) = match check(&c, &waves) {
         Ok(p) => p,
         Err(Bad::Config(e)) => return bad(&a.config, e),
         Err(Bad::Plan(e)) => return bad(&a.plan, e),
@@ -157,6 +157,22 @@ fn vms(a: &VmsArgs) -> i32 {
         }})
     };
     let Some(signals) = signals else {
+        for l in &leftovers {
+            eprintln!(
+                "colosched migrate vms: --execute would remove a destination of {} on {} left by \
+                 an earlier run: {}{}",
+                l.vm,
+                l.host,
+                l.pid.map_or(String::new(), |p| format!(
+                    "kill QEMU pid {p} (it never received the VM), "
+                )),
+                l.files
+                    .iter()
+                    .map(|f| f.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
         if a.json {
             for r in &planned {
                 print(&serde_json::to_string(r).expect("serializes"));
@@ -185,6 +201,15 @@ fn vms(a: &VmsArgs) -> i32 {
     };
     if let Some(sig) = signals.pending() {
         return 128 + sig;
+    }
+    for l in &leftovers {
+        match clean(&c, l) {
+            Ok(said) => eprintln!("colosched migrate vms: {said}"),
+            Err(e) => {
+                eprintln!("colosched migrate vms: error: {e}; nothing migrated");
+                return 1;
+            }
+        }
     }
     if !a.json {
         print(&format!(

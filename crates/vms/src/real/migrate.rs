@@ -21,6 +21,11 @@
 //! source's max-bandwidth put back (and `cont` if it was left paused): the source runs on as
 //! before. The plan stops there; the moves after it are reported as not started.
 //!
+//! A SIGKILLed executor cleans up nothing: its destination QEMU runs on. So before it starts, a
+//! run looks for each move's `<vm>.<host>.pid`/`.qmp` in run_dir ([`leftover`] decides): stale
+//! files are removed, our QEMU that never received the VM (`inmigrate`) is killed, and one that
+//! may hold it refuses the plan, naming it.
+//!
 //! Waves run in order and the migrations within a wave one after another (spec 003 §2.4 step 6:
 //! "run one migration at a time"); run at once they would share the link and each would get
 //! less than its cap. No migration capability is set: the executor polls `query-migrate`
@@ -171,11 +176,13 @@ fn uri(addr: IpAddr, port: u16) -> String {
 
 /// Everything a dry run checks, for each move: the plan fits the config; the VM's QMP socket
 /// answers, it is running, its QEMU's command line can be duplicated; the destination host is
-/// this machine and has a free port; no file of an earlier destination is in the way. Returns a
-/// report per move (status `planned`); nothing is changed.
-pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
+/// this machine and has a free port; what an earlier run's destination left (see [`leftover`]):
+/// a QEMU holding a VM refuses the plan. Returns a report per move (status `planned`) and the
+/// leftovers to [`clean`] before the plan runs; nothing is changed.
+pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftover>), Bad> {
     check_plan(c, waves).map_err(Bad::Plan)?;
     let mut out = Vec::new();
+    let mut left: Vec<Leftover> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
     for (w, wave) in waves.iter().enumerate() {
         for m in wave {
@@ -189,14 +196,9 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
                     host.address
                 )));
             }
-            for ext in ["qmp", "pid"] {
-                let p = c.run_dir.join(format!("{}.{}.{ext}", m.vm, m.to));
-                if p.exists() {
-                    return Err(Bad::Config(format!(
-                        "migrate.run_dir: {} exists: a destination of an earlier run? (remove it \
-                         if no QEMU uses it)",
-                        p.display()
-                    )));
+            if let Some(l) = find_leftover(c, m).map_err(Bad::Config)? {
+                if !left.iter().any(|o: &Leftover| o.files == l.files) {
+                    left.push(l);
                 }
             }
             if !seen.contains(&vm.id.as_str()) {
@@ -220,7 +222,7 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
             out.push(r);
         }
     }
-    Ok(out)
+    Ok((out, left))
 }
 
 /// Why a migration stopped short.
@@ -338,6 +340,230 @@ fn alive(pid: i32) -> bool {
     }
 }
 
+/// What an earlier run's destination for one move (`<vm>.<host>.pid`, `.qmp` in run_dir) is
+/// now: the executor was SIGKILLed (or the machine lost power) before it could clean up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// Neither file.
+    Nothing,
+    /// Files, but no QEMU of ours on the pidfile's pid: none readable, the process has ended,
+    /// or the pid is another process's now.
+    Dead,
+    /// Our QEMU (its command line names the pidfile) runs; its `query-status` and
+    /// `query-migrate` statuses, `None` when its QMP socket does not answer.
+    Alive {
+        status: Option<String>,
+        migration: Option<String>,
+    },
+}
+
+/// What to do with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Nothing,
+    /// Remove the stale files.
+    Remove,
+    /// Kill the QEMU and remove its files: it never received the VM (still `inmigrate`, its
+    /// migration not `completed`), so the VM runs on its source.
+    Kill,
+    /// Leave it and refuse the plan: it may hold the VM. Says why.
+    Refuse(String),
+}
+
+/// The decision on a leftover destination (pure).
+pub fn leftover(found: &Found) -> Action {
+    match found {
+        Found::Nothing => Action::Nothing,
+        Found::Dead => Action::Remove,
+        Found::Alive {
+            status: Some(s),
+            migration,
+        } if s == "inmigrate" && migration.as_deref() != Some("completed") => Action::Kill,
+        Found::Alive {
+            status: None,
+            migration: _,
+        } => Action::Refuse(
+            "its QMP socket does not answer, so whether it holds the VM is unknown".into(),
+        ),
+        Found::Alive { status, migration } => Action::Refuse(format!(
+            "it is {:?} (migration {:?}): it received the VM",
+            status.as_deref().unwrap_or("?"),
+            migration.as_deref().unwrap_or("?")
+        )),
+    }
+}
+
+/// A leftover destination to remove before the plan runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Leftover {
+    pub vm: String,
+    pub host: String,
+    /// The QEMU to kill (`Action::Kill`); `None`: only stale files.
+    pub pid: Option<i32>,
+    /// Everything of `<vm>.<host>.` in run_dir.
+    pub files: Vec<PathBuf>,
+}
+
+/// Whether `pid` is a live QEMU whose command line has `-pidfile PIDFILE`: one this executor
+/// started (a pid reused by another process is not).
+fn ours(pid: i32, pidfile: &Path) -> bool {
+    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+        return false;
+    };
+    let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();
+    let want = pidfile.as_os_str().as_encoded_bytes();
+    alive(pid)
+        && argv
+            .first()
+            .is_some_and(|a0| a0.windows(4).any(|w| w == b"qemu"))
+        && argv.windows(2).any(|w| w[0] == b"-pidfile" && w[1] == want)
+}
+
+/// A live QEMU of ours, asked over its QMP socket.
+fn probe(qmp: &Path) -> Found {
+    let Ok(mut q) = Qmp::connect(qmp, QMP_TIMEOUT) else {
+        return Found::Alive {
+            status: None,
+            migration: None,
+        };
+    };
+    let status = q.query_status().ok().map(|s| s.status);
+    let migration = q.execute("query-migrate", None).ok();
+    let migration = migration.and_then(|v| Some(v.get("status")?.as_str()?.to_string()));
+    Found::Alive { status, migration }
+}
+
+/// Looks for what an earlier run's destination of move `m` left; `Err` (naming the VM, the pid
+/// and run_dir) when it must be left alone.
+fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, String> {
+    let stem = format!("{}.{}.", m.vm, m.to);
+    let (qmp, pidfile) = (
+        c.run_dir.join(format!("{stem}qmp")),
+        c.run_dir.join(format!("{stem}pid")),
+    );
+    // A VM the config names runs there (the destination of a completed earlier run): not ours
+    // to touch, and the plan moves it elsewhere first.
+    if c.vms.iter().any(|v| v.qmp == qmp) || !(qmp.exists() || pidfile.exists()) {
+        return Ok(None);
+    }
+    let pid = std::fs::read_to_string(&pidfile)
+        .ok()
+        .and_then(|s| s.trim().parse::<i32>().ok())
+        .filter(|&p| p > 0 && ours(p, &pidfile));
+    let found = match pid {
+        None => Found::Dead,
+        Some(_) => probe(&qmp),
+    };
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&c.run_dir)
+        .map(|d| {
+            d.filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| {
+                    p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&stem))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    files.sort();
+    let l = |pid| Leftover {
+        vm: m.vm.clone(),
+        host: m.to.clone(),
+        pid,
+        files: files.clone(),
+    };
+    match leftover(&found) {
+        Action::Nothing => Ok(None),
+        Action::Remove => Ok(Some(l(None))),
+        Action::Kill => Ok(Some(l(pid))),
+        Action::Refuse(why) => Err(format!(
+            "migrate.run_dir: {}: QEMU pid {} is a destination of {} on {} left by an earlier run, \
+             and {why}. If the VM runs there, make {} its [[vm]] qmp (host = {:?}) and plan again; \
+             if not, stop pid {} and remove {stem}* from run_dir",
+            c.run_dir.display(),
+            pid.expect("alive"),
+            m.vm,
+            m.to,
+            qmp.display(),
+            m.to,
+            pid.expect("alive"),
+        )),
+    }
+}
+
+/// Removes a leftover: kills its QEMU (through a pidfd, checked again to be ours) and waits for
+/// it to end, removes its files, and waits for the VM's source (the config's QMP socket) to see
+/// its migration end. Says what it did.
+pub fn clean(c: &Config, l: &Leftover) -> Result<String, String> {
+    use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
+    let pidfile = c.run_dir.join(format!("{}.{}.pid", l.vm, l.host));
+    let mut said = String::new();
+    if let Some(pid) = l.pid {
+        let fd = Pid::from_raw(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok());
+        // Opened first, checked after: the fd cannot come to mean another process.
+        if let Some(fd) = fd.filter(|_| ours(pid, &pidfile)) {
+            // Asked again: the source may have completed the migration since the check.
+            let qmp = c.run_dir.join(format!("{}.{}.qmp", l.vm, l.host));
+            if let Action::Refuse(why) = leftover(&probe(&qmp)) {
+                return Err(format!(
+                    "pid {pid} ({}): {why} since the check: left alone",
+                    qmp.display()
+                ));
+            }
+            pidfd_send_signal(&fd, Signal::KILL).map_err(|e| format!("kill pid {pid}: {e}"))?;
+            let deadline = Instant::now() + SETTLE_TIMEOUT;
+            while alive(pid) {
+                if Instant::now() > deadline {
+                    return Err(format!(
+                        "pid {pid} did not end within {SETTLE_TIMEOUT:?} of SIGKILL"
+                    ));
+                }
+                std::thread::sleep(POLL);
+            }
+            said = format!("killed QEMU pid {pid} (it never received {}), ", l.vm);
+        }
+    }
+    for f in &l.files {
+        match std::fs::remove_file(f) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot remove {}: {e}", f.display())),
+        }
+    }
+    // The source's migration fails once its destination is gone; a new `migrate` waits for that.
+    if let Some((_, vm)) = c.vm(&l.vm) {
+        if let Ok(mut q) = Qmp::connect(&vm.qmp, QMP_TIMEOUT) {
+            settle(&mut q);
+        }
+    }
+    Ok(format!(
+        "{said}removed {}: a destination of {} on {} left by an earlier run",
+        l.files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", "),
+        l.vm,
+        l.host
+    ))
+}
+
+/// Waits (up to SETTLE_TIMEOUT) for a source's migration to end (after a cancel, or once its
+/// destination is gone).
+fn settle(src: &mut Qmp) {
+    let deadline = Instant::now() + SETTLE_TIMEOUT;
+    while Instant::now() < deadline {
+        let st = src.execute("query-migrate", None).ok();
+        let st = st.as_ref().and_then(|q| q.get("status")?.as_str());
+        if !matches!(
+            st,
+            Some("setup" | "active" | "cancelling" | "device" | "pre-switchover")
+        ) {
+            break;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 fn ms(q: &Value, key: &str) -> Option<u64> {
     q.get(key).and_then(Value::as_u64)
 }
@@ -387,18 +613,7 @@ fn migrate_one(
         }
         Err(stop) => {
             let _ = src.execute("migrate_cancel", None);
-            let deadline = Instant::now() + SETTLE_TIMEOUT;
-            while Instant::now() < deadline {
-                let st = src.execute("query-migrate", None).ok();
-                let st = st.as_ref().and_then(|q| q.get("status")?.as_str());
-                if !matches!(
-                    st,
-                    Some("setup" | "active" | "cancelling" | "device" | "pre-switchover")
-                ) {
-                    break;
-                }
-                std::thread::sleep(POLL);
-            }
+            settle(&mut src);
             dest.discard();
             if made_run_dir {
                 let _ = std::fs::remove_dir(&c.run_dir); // only if empty
@@ -581,4 +796,106 @@ pub fn execute(
         }
     }
     code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn alive_as(status: Option<&str>, migration: Option<&str>) -> Found {
+        Found::Alive {
+            status: status.map(Into::into),
+            migration: migration.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn a_leftover_is_killed_only_while_it_never_received_the_vm() {
+        assert_eq!(leftover(&Found::Nothing), Action::Nothing);
+        assert_eq!(leftover(&Found::Dead), Action::Remove);
+        // `-incoming defer` before `migrate-incoming` ("none"), during it ("active", "setup"),
+        // after a failed one, or no answer to query-migrate: the VM is still on its source.
+        for m in [
+            None,
+            Some("none"),
+            Some("setup"),
+            Some("active"),
+            Some("failed"),
+        ] {
+            assert_eq!(
+                leftover(&alive_as(Some("inmigrate"), m)),
+                Action::Kill,
+                "{m:?}"
+            );
+        }
+        // It has the VM, or may have: left alone.
+        for (s, m) in [
+            (Some("running"), Some("completed")),
+            (Some("running"), None),
+            (Some("paused"), Some("completed")),
+            (Some("inmigrate"), Some("completed")),
+            (Some("postmigrate"), Some("completed")),
+            (Some("internal-error"), None),
+            (Some(""), None),
+            (None, None),
+            (None, Some("active")),
+        ] {
+            match leftover(&alive_as(s, m)) {
+                Action::Refuse(why) => assert!(!why.is_empty()),
+                other => panic!("{s:?}/{m:?}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_process_that_is_no_qemu_of_the_pidfile_is_not_ours() {
+        let me = std::process::id() as i32;
+        assert!(alive(me));
+        assert!(!ours(me, Path::new("/run/colosched-vms/zk1.h1.pid")));
+        assert!(!ours(i32::MAX, Path::new("/run/colosched-vms/zk1.h1.pid")));
+    }
+
+    #[test]
+    fn stale_files_are_found_and_a_configured_vm_is_not_a_leftover() {
+        let dir = std::env::temp_dir().join(format!("colosched-leftover-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "[migrate]\nlink_mbps = 100\nrun_dir = \"{}\"\n[[host]]\nid = \"h0\"\naddress = \
+             \"127.0.0.1\"\n[[host]]\nid = \"h1\"\naddress = \"127.0.0.1\"\n[[vm]]\nid = \"zk1\"\n\
+             host = \"h0\"\nqmp = \"{}\"\n",
+            dir.display(),
+            dir.join("zk1.h0.qmp").display()
+        );
+        let c = parse_config(&text, &dir).unwrap();
+        let mv = |from: &str, to: &str| Move {
+            vm: "zk1".into(),
+            from: from.into(),
+            to: to.into(),
+        };
+        assert_eq!(find_leftover(&c, &mv("h0", "h1")), Ok(None));
+        // A pid that is no QEMU's (ours) and a log: stale, removed, nothing killed.
+        std::fs::write(dir.join("zk1.h1.pid"), format!("{}\n", std::process::id())).unwrap();
+        std::fs::write(dir.join("zk1.h1.log"), "").unwrap();
+        std::fs::write(dir.join("zk1.h10.pid"), "1").unwrap(); // another host's: kept
+        let l = find_leftover(&c, &mv("h0", "h1"))
+            .unwrap()
+            .expect("stale files");
+        assert_eq!(l.pid, None);
+        assert_eq!(
+            l.files,
+            vec![dir.join("zk1.h1.log"), dir.join("zk1.h1.pid")]
+        );
+        // The config's own socket is the VM, not a leftover, whatever runs there.
+        std::fs::write(dir.join("zk1.h0.pid"), "1").unwrap();
+        std::fs::write(dir.join("zk1.h0.qmp"), "").unwrap();
+        assert_eq!(find_leftover(&c, &mv("h1", "h0")), Ok(None));
+        let said = clean(&c, &l).unwrap();
+        assert!(
+            said.contains("zk1.h1.pid") && !said.contains("killed"),
+            "{said}"
+        );
+        assert!(!dir.join("zk1.h1.pid").exists() && !dir.join("zk1.h1.log").exists());
+        assert!(dir.join("zk1.h10.pid").exists() && dir.join("zk1.h0.pid").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -155,6 +155,17 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
         None => return Err("migrate: missing ([migrate] with link_mbps)".into()),
     };
     let at = "migrate.";
+    if let Some(k) = ["per_cluster", "per_host"]
+        .into_iter()
+        .find(|k| m.contains_key(*k))
+    {
+        return Err(format!(
+            "{at}{k}: not an executor key: the executor runs one migration at a time (spec 003: \
+             \"run one migration at a time\"), wave after wave; {k} is the planner's \
+             (`colosched plan vms --{}`), which groups the moves into waves",
+            k.replace('_', "-")
+        ));
+    }
     unknown_keys(m, &["link_mbps", "bw_cap", "timeout_s", "run_dir"], at)?;
     let link_mbps = required(number(m, "link_mbps", at)?, "link_mbps", at)?;
     if link_mbps <= 0.0 {
@@ -429,6 +440,16 @@ mod tests {
                 "timeout_s = 30",
                 "timeout = 30",
                 "migrate.timeout: unknown key",
+            ),
+            (
+                "timeout_s = 30",
+                "timeout_s = 30\nper_cluster = 4",
+                "migrate.per_cluster: not an executor key: the executor runs one migration at a time",
+            ),
+            (
+                "timeout_s = 30",
+                "per_host = 2",
+                "migrate.per_host: not an executor key",
             ),
             ("link_mbps = 1000", "", "migrate.link_mbps: missing"),
             (
