@@ -61,22 +61,24 @@ def quiet_run(tools, slice_ms):
     pytest.skip(f"the machine was busy in all {TRIES} real runs ({'; '.join(why)}): a verdict would be noise")
 
 
-def test_a_short_slice_cuts_the_echo_tail_beside_hogs_for_real_and_the_simulator_agrees(tools):
-    # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's tick in a
-    # good share of requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT) unless
-    # another hog's deadline is earlier. The 90th percentile, not the 99th: of 200 samples the
-    # 99th is the second worst, set on this shared VM by the hypervisor's steal.
+def test_a_short_slice_cuts_the_echo_waits_beside_hogs_for_real_and_the_simulator_agrees(tools):
+    # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's tick in
+    # about a fifth of the requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT)
+    # unless another hog's deadline is earlier, so fewer wait. Compared: the share that waited
+    # (over 1 ms) and the mean. Not p90: with ~10 % of requests waiting at 0.5 ms on this VM
+    # (bench/RESULTS.md, 2026-11-27) p90 flips between 0.2 and 3.5 ms with a few requests.
     real = {s: quiet_run(tools, s) for s in (None, 0.5)}
     for r in real.values():
         assert r["lost"] == 0 and len(r["rtt_ms"]) == 200, r["lost"]
     assert real[0.5]["slice_ms"] == pytest.approx(0.5)
     kernel = {s: hv.stats(r["rtt_ms"]) for s, r in real.items()}
-    assert kernel[0.5]["p90"] < 0.5 * kernel[None]["p90"], kernel
+    assert kernel[None]["waited"] > 0.05, ("the hogs must make the server wait at the default slice", kernel)
+    assert kernel[0.5]["waited"] < 0.75 * kernel[None]["waited"], kernel
+    assert kernel[0.5]["mean"] < kernel[None]["mean"], kernel
 
     # The same set-up simulated, each with its own measured cost per request, pinged at the
-    # client's random gaps. The direction first, then the numbers: p90 is bimodal here (a
-    # request waits for a tick or does not), so the numbers compared are the median (a
-    # request's own cost) and the mean, which moves with the share of requests that waited.
+    # client's random gaps. The direction first, then the numbers: the median (a request's own
+    # cost) and the mean (which moves with the share that waited) within TOLERANCE.
     sim = {
         s: hv.stats(hv.sim_run(4, s, r["cpu_us_per_request"], 20.0, r["default_slice_ms"], 30.0))
         for s, r in real.items()
