@@ -385,13 +385,7 @@ impl<'a> Sums<'a> {
         for h in 0..nh {
             let cap = c.hosts[h].ssd_capacity_mb;
             s.over_now[h] = (s.host[h][0] - cap).max(0.0) / cap;
-            let t = s.terms(h);
-            (s.cap, s.thr, s.mb_over, s.served) = (
-                s.cap + t[0],
-                s.thr + t[1],
-                s.mb_over + t[2],
-                s.served + t[3],
-            );
+            s.count_host(h, 1.0);
         }
         s.thr_now = s.thr;
         for a in 0..na {
@@ -431,6 +425,15 @@ impl<'a> Sums<'a> {
 
     /// Host `h`'s cache overflow beyond `now`'s (relative), SSD demand beyond 1, MB over, and
     /// load served.
+    /// Adds (`sign` 1) or takes out (−1) host `h`'s terms from the totals.
+    fn count_host(&mut self, h: usize, sign: f64) {
+        let t = self.terms(h);
+        self.cap += sign * t[0];
+        self.thr += sign * t[1];
+        self.mb_over += sign * t[2];
+        self.served += sign * t[3];
+    }
+
     fn terms(&self, h: usize) -> [f64; 4] {
         let (x, host) = (&self.host[h], &self.c.hosts[h]);
         let over = (x[0] - host.ssd_capacity_mb).max(0.0);
@@ -455,24 +458,12 @@ impl<'a> Sums<'a> {
             return;
         }
         for h in [from, to] {
-            let t = self.terms(h);
-            (self.cap, self.thr, self.mb_over, self.served) = (
-                self.cap - t[0],
-                self.thr - t[1],
-                self.mb_over - t[2],
-                self.served - t[3],
-            );
+            self.count_host(h, -1.0);
         }
         self.add(v, from, -1.0);
         self.add(v, to, 1.0);
         for h in [from, to] {
-            let t = self.terms(h);
-            (self.cap, self.thr, self.mb_over, self.served) = (
-                self.cap + t[0],
-                self.thr + t[1],
-                self.mb_over + t[2],
-                self.served + t[3],
-            );
+            self.count_host(h, 1.0);
         }
         if let Some(a) = self.c.vms[v].app {
             // v's pairs on other hosts: (n − its host's count) before and after.
