@@ -12,8 +12,9 @@ trips are resolved) and pings at the client's random gaps (`ping_jitter = 0.5`: 
 [gap/2, 3 gap/2]), three seeds pooled.
 
 A real run is *disturbed* when something else had CPU 1 or CPU 0 during it: the hypervisor's
-steal on either, other tasks' time on CPU 1 beside the server and the hogs, or anything busy on
-CPU 0 beside the client (from /proc/stat and the tasks' schedstat), over `DISTURBED` of the run.
+steal on either (over 0.5 % of the run), other tasks' time on CPU 1 beside the server and the hogs
+(over 2 %), or anything busy on CPU 0 beside the client (over 5 %), from /proc/stat and the
+tasks' schedstat (`DISTURBED`).
 Such a run says nothing about the scheduler; the table marks it and the test measures again.
 
     .venv/bin/python bench/host_validate.py [--ks 0,1,2,4] [--slices default,0.5] [--requests 300]
@@ -51,7 +52,10 @@ QUANTUM_MS = 0.01
 SIM_SEEDS = (1, 2, 3)
 STATS = ("p50", "p90", "p99", "mean", "waited")
 WAITED_MS = 1.0  # a round trip this long waited for a hog (a request alone takes ~0.1 ms)
-DISTURBED = 0.05  # share of a CPU's time taken by steal or other tasks that voids a run
+# The share of the run's wall time that voids it, by kind. Steal comes in bursts of milliseconds,
+# each a wait of its own: measured 2026-11-27 (4 hogs, 200 requests), runs with steal ≥ 1.4 %
+# waited 21-30 % at either slice, runs under 0.5 % waited 17 % by default and 10 % at 0.5 ms.
+DISTURBED = {"steal": 0.005, "others": 0.02, "client CPU busy": 0.05}
 USER_HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -139,7 +143,7 @@ def disturbance(before: dict, after: dict, ours: dict, wall_ns: int) -> dict[str
 
 def disturbed(d: dict[str, float]) -> str | None:
     """Why a run is void, or None."""
-    bad = [f"{k} {v:.0%}" for k, v in d.items() if v > DISTURBED]
+    bad = [f"{k} {v:.1%}" for k, v in d.items() if v > DISTURBED[k]]
     return ", ".join(bad) or None
 
 

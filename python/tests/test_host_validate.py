@@ -25,7 +25,8 @@ def _bench():
 
 
 hv = _bench()
-TRIES = 3
+RUNS = 5  # undisturbed real runs of 200 requests per slice, pooled (1,000 requests each)
+ATTEMPTS = 24  # real runs at most before the test gives up on a busy machine
 TOLERANCE = 1.8  # the simulator's p50 and mean round trip within this factor of the kernel's
 
 
@@ -48,50 +49,58 @@ def tools(tmp_path_factory):
     return hv.build(tmp_path_factory.mktemp("udpecho"))
 
 
-def quiet_run(tools, slice_ms):
-    """One real configuration, measured again while something else had the CPUs (the hypervisor's
-    steal, or other tasks beside ours over 5 % of a CPU): such a run says nothing of EEVDF."""
-    why = []
-    for _ in range(TRIES):
-        r = hv.real_run(tools, hogs=4, slice_ms=slice_ms, requests=200, gap_ms=30.0)
+def quiet_runs(tools, slices):
+    """`RUNS` undisturbed real runs per slice, interleaved so that a slow hour of the machine
+    falls on both. A run during which something else had the CPUs (the hypervisor's steal over
+    0.5 %, other tasks over 2 %: `hv.DISTURBED`) is dropped: such a run says nothing of EEVDF
+    (measured: with 1.4–3.3 % steal a run waits as much at 0.5 ms as at the default)."""
+    runs, why = {s: [] for s in slices}, []
+    for attempt in range(ATTEMPTS):
+        s = min(slices, key=lambda s: len(runs[s]))
+        if len(runs[s]) == RUNS:
+            return runs
+        r = hv.real_run(tools, hogs=4, slice_ms=s, requests=200, gap_ms=20.0, seed=attempt + 1)
         reason = hv.disturbed(r["disturbance"])
         if reason is None:
-            return r
-        why.append(reason)
-    pytest.skip(f"the machine was busy in all {TRIES} real runs ({'; '.join(why)}): a verdict would be noise")
+            runs[s].append(r)
+        else:
+            why.append(reason)
+    if all(len(v) == RUNS for v in runs.values()):
+        return runs
+    pytest.skip(f"the machine was busy in {len(why)} of {ATTEMPTS} real runs ({'; '.join(why[:4])}...)")
 
 
 def test_a_short_slice_cuts_the_echo_waits_beside_hogs_for_real_and_the_simulator_agrees(tools):
     # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's tick in
-    # about a fifth of the requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT)
-    # unless another hog's deadline is earlier, so fewer wait. Compared: the share that waited
-    # (over 1 ms) and the mean. Not p90: with ~10 % of requests waiting at 0.5 ms on this VM
-    # (bench/RESULTS.md, 2026-11-27) p90 flips between 0.2 and 3.5 ms with a few requests.
-    real = {s: quiet_run(tools, s) for s in (None, 0.5)}
-    for r in real.values():
+    # about a sixth of the requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT)
+    # unless another hog's deadline is earlier, so fewer wait (10 % against 17 % undisturbed,
+    # 2026-11-27). Compared: the share that waited (over 1 ms) and the mean, over 1,000 requests
+    # a slice (at 200, the binomial noise alone fails the 0.75 bound one time in twenty). Not
+    # p90: with ~10 % of requests waiting p90 flips between 0.2 and 3.5 ms with a few requests.
+    runs = quiet_runs(tools, (None, 0.5))
+    for r in (r for rs in runs.values() for r in rs):
         assert r["lost"] == 0 and len(r["rtt_ms"]) == 200, r["lost"]
-    assert real[0.5]["slice_ms"] == pytest.approx(0.5)
-    kernel = {s: hv.stats(r["rtt_ms"]) for s, r in real.items()}
+    assert all(r["slice_ms"] == pytest.approx(0.5) for r in runs[0.5])
+    kernel = {s: hv.stats([x for r in rs for x in r["rtt_ms"]]) for s, rs in runs.items()}
     assert kernel[None]["waited"] > 0.05, ("the hogs must make the server wait at the default slice", kernel)
     assert kernel[0.5]["waited"] < 0.75 * kernel[None]["waited"], kernel
     assert kernel[0.5]["mean"] < kernel[None]["mean"], kernel
 
-    # The same set-up simulated, each with its own measured cost per request, pinged at the
-    # client's random gaps. The direction first, then the numbers: the median (a request's own
-    # cost) and the mean (which moves with the share that waited) within TOLERANCE.
-    sim = {
-        s: hv.stats(hv.sim_run(4, s, r["cpu_us_per_request"], 20.0, r["default_slice_ms"], 30.0))
-        for s, r in real.items()
-    }
+    # The same set-up simulated, at the runs' mean cost per request, pinged at the client's
+    # random gaps. The direction first, then the numbers: the median (a request's own cost) and
+    # the mean (which moves with the share that waited) within TOLERANCE.
+    cost = {s: sum(r["cpu_us_per_request"] for r in rs) / len(rs) for s, rs in runs.items()}
+    base_ms = runs[None][0]["default_slice_ms"]
+    sim = {s: hv.stats(hv.sim_run(4, s, cost[s], 20.0, base_ms, 20.0)) for s in runs}
     # The model's gain is established for 30–160 µs a request (run.rs's sweep); above that it
     # fades (a fresh clone measured 190 µs: simulated p90 3.79 at 0.5 ms against 3.67), a known
     # gap of the model (issue 26 notes), so the direction is asked only in that range.
-    if all(r["cpu_us_per_request"] <= 160 for r in real.values()):
+    if all(c <= 160 for c in cost.values()):
         assert sim[0.5]["p90"] < sim[None]["p90"] and sim[0.5]["waited"] < sim[None]["waited"], sim
-    for s in real:
+    for s in runs:
         for x in ("p50", "mean"):
             ratio = sim[s][x] / kernel[s][x]
-            assert 1 / TOLERANCE < ratio < TOLERANCE, (s, x, kernel[s], sim[s])
+            assert 1 / TOLERANCE < ratio < TOLERANCE, (s, x, cost[s], kernel[s], sim[s])
 
 
 @pytest.mark.parametrize(
