@@ -378,6 +378,18 @@ def test_bad_config_exits_2_naming_the_key(tmp_path, agent_bin, config, key):
     assert key in r.stderr and str(path) in r.stderr, r.stderr
 
 
+def test_check_config_checks_the_state_file_and_decision_log_but_makes_neither(tmp_path, agent_bin):
+    state, log = tmp_path / "run/state.json", tmp_path / "decisions.jsonl"
+    path = tmp_path / "agent.toml"
+    path.write_text(
+        f"state_file = '{state}'\ndecision_log = '{log}'\n"
+        "[topology]\npseudo_nodes = ['0', '1']\n[be]\ncomm = '^colosched-never$'\n"
+    )
+    r = subprocess.run([str(agent_bin), "check-config", "--config", str(path)], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.startswith("ok:"), r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml"]
+
+
 def test_the_shipped_example_moves_the_be_cgroup_given_on_the_command_line(scene, agent_bin):
     """examples/agent-pseudo-nodes.toml as shipped (2 s interval, hysteresis 2), its BE cgroup
     replaced by --be-cgroup and its state file by --state-file: the BE hog of the given cgroup

@@ -417,6 +417,11 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, agent_bin, args, text):
         ),
         (["seed = -1"], "seed: must be an integer from 0 to 9223372036854775807, got -1"),
         (["[topology]", "procfs_root = '{tmp}/proc'"], "topology.procfs_root: {tmp}/proc/stat"),
+        (
+            ["decision_log = '{tmp}/logs/decisions.jsonl'"],
+            "decision_log: {tmp}/logs/decisions.jsonl cannot be made: {tmp}/logs is not a directory",
+        ),
+        (["decision_log = '{tmp}'"], "decision_log: {tmp} is a directory"),
     ],
 )
 @pytest.mark.parametrize("command", ["run", "plan --once", "check-config"])

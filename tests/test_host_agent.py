@@ -354,6 +354,10 @@ def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
             IA.replace('slow = "1"', 'slow = "5"') + '[[vm]]\nname = "ha0"\n',
             "classes: class map: `slow`: CPU 5",
         ),
+        (
+            f'decision_log = "{tmp_path}/logs/host.jsonl"\n[[vm]]\nname = "ha0"\n',
+            f"decision_log: {tmp_path}/logs/host.jsonl cannot be made: {tmp_path}/logs is not a directory",
+        ),
     ]
     for text, key in cases:
         cfg = tmp_path / "bad.toml"

@@ -227,8 +227,13 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Error> {
 
 /// The agent for a config checked against this machine; errors name the config file and key (a
 /// config the system cannot honour, such as no NUMA nodes or no cpuset twin, is a config error).
-fn agent_for(a: &Common, c: Config) -> Result<Agent, Error> {
+/// The agent `c` describes, once checked against the machine; `log`: open its decision log
+/// (`run`), else the log is checked but not made (`plan`, `check-config` leave no file behind).
+fn agent_for(a: &Common, mut c: Config, log: bool) -> Result<Agent, Error> {
     c.check_system().map_err(|e| Error::in_file(&a.config, e))?;
+    if !log {
+        c.decision_log = None;
+    }
     Agent::new(c).map_err(|e| Error::in_file(&a.config, e))
 }
 
@@ -238,7 +243,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
         Cmd::Memwatch { args } => Ok(crate::memwatch::cli::main(&args)),
         Cmd::Host(cmd) => crate::host::cli::dispatch(cmd),
         Cmd::CheckConfig { common: a } => {
-            let agent = agent_for(&a, load_config(&a, &Overrides::default())?)?;
+            let agent = agent_for(&a, load_config(&a, &Overrides::default())?, false)?;
             println!(
                 "ok: {} node(s) from {} ({}), sensor {} ({}), threshold {}, policy {}",
                 agent.topo.nodes.len(),
@@ -260,9 +265,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
         Cmd::Plan {
             common: a, json, ..
         } => {
-            let mut c = load_config(&a, &Overrides::default())?;
-            c.decision_log = None;
-            let mut agent = agent_for(&a, c)?;
+            let mut agent = agent_for(&a, load_config(&a, &Overrides::default())?, false)?;
             let cycle = agent.plan_once()?;
             let out = agent.plan_json(&cycle);
             if json {
@@ -314,7 +317,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
                 decision_log,
                 metrics,
             };
-            let agent = agent_for(&a, load_config(&a, &o)?)?;
+            let agent = agent_for(&a, load_config(&a, &o)?, true)?;
             run(agent)
         }
     }

@@ -575,12 +575,39 @@ pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
     }
 }
 
+/// `decision_log` can be appended to by `run`, which creates the file but not its directory:
+/// an existing one is no directory and is writable, a new one's directory exists (and passes
+/// `check_state_file`'s checks). `-` is standard output. The check creates nothing.
+pub fn check_log_file(path: &Path) -> std::result::Result<(), String> {
+    use rustix::fs::{access, Access};
+    let show = path.display();
+    if path.as_os_str() == "-" {
+        return Ok(());
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Err(format!("{show} is a directory")),
+        Ok(_) => access(path, Access::WRITE_OK)
+            .map_err(|e| format!("{show}: {}", std::io::Error::from(e))),
+        Err(_) => match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(d) if !d.is_dir() => Err(format!(
+                "{show} cannot be made: {} is not a directory (run does not create it)",
+                d.display()
+            )),
+            _ => check_state_file(path),
+        },
+    }
+}
+
 impl Config {
-    /// Checks against the machine (after `validate`): `run` can write the state file, the /proc
+    /// Checks against the machine (after `validate`): `run` can write the state file and the
+    /// decision log, the /proc
     /// root is one, every BE cgroup is a cgroup directory, every pseudo-node CPU exists. Errors
     /// name the key. `run`, `plan --once` and `check-config` all call it (`cli::agent_for`).
     pub fn check_system(&self) -> Result<()> {
         check_state_file(&self.state_file).map_err(|e| Error::config("state_file", e))?;
+        if let Some(log) = &self.decision_log {
+            check_log_file(log).map_err(|e| Error::config("decision_log", e))?;
+        }
         let stat = self.procfs_root.join("stat");
         std::fs::metadata(&stat).map_err(|e| {
             Error::config("topology.procfs_root", format!("{}: {e}", stat.display()))
@@ -751,6 +778,28 @@ mod tests {
         assert_eq!(c.max_moves_per_cycle, 3);
         let c = Config::parse(&format!("seed = {}\n{sel}", i64::MAX)).unwrap();
         assert_eq!(c.seed, i64::MAX as u64);
+    }
+
+    #[test]
+    fn the_decision_log_must_be_one_run_can_append_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = |p: &Path| check_log_file(p).unwrap();
+        let bad = |p: &Path| check_log_file(p).unwrap_err();
+        ok(Path::new("-"));
+        ok(&dir.path().join("decisions.jsonl"));
+        assert!(
+            !dir.path().join("decisions.jsonl").exists(),
+            "checked, not made"
+        );
+        let e = bad(&dir.path().join("a/decisions.jsonl"));
+        assert!(
+            e.contains("is not a directory (run does not create it)"),
+            "{e}"
+        );
+        assert!(bad(dir.path()).ends_with("is a directory"));
+        assert!(bad(Path::new("/proc/decisions.jsonl")).contains("kernel filesystem"));
+        std::fs::write(dir.path().join("old.jsonl"), "{}\n").unwrap();
+        ok(&dir.path().join("old.jsonl"));
     }
 
     #[test]

@@ -77,7 +77,11 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
     match cmd {
         HostCmd::CheckConfig { config } => {
             let mut c = HostConfig::load(&config)?;
-            c.decision_log = None; // a check writes nothing
+            if let Some(log) = c.decision_log.take() {
+                // Checked, not made: a check writes nothing.
+                crate::config::check_log_file(&log)
+                    .map_err(|e| Error::in_file(&config, Error::config("decision_log", e)))?;
+            }
             let a = agent(&config, c)?;
             println!(
                 "ok: CPUs {} for the pools; slices {} ms (NSVM) / {} ms (NNVM; 0 = left); default slice {} ms",

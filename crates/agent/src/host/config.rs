@@ -189,13 +189,6 @@ fn section<'a>(root: &'a toml::Table, name: &str) -> Section<'a> {
     }
 }
 
-/// A whole number in `lo..=hi`.
-fn int(s: &Section, k: &str, lo: f64, hi: f64) -> Result<Option<f64>> {
-    s.checked(k, &format!("an integer from {lo} to {hi}"), |x| {
-        x.fract() == 0.0 && (lo..=hi).contains(&x)
-    })
-}
-
 fn path(s: &Section, k: &str) -> Result<Option<PathBuf>> {
     match s.str(k)? {
         Some(p) if p.trim().is_empty() => Err(Error::config(s.key(k), "an empty path")),
@@ -233,17 +226,17 @@ impl HostConfig {
             classes: parse_classes(&section(&root, "classes"))?,
             ..HostConfig::default()
         };
-        if let Some(x) = int(&top, "interval_ms", 1.0, 1000.0)? {
+        if let Some(x) = top.int("interval_ms", 1, 1000)? {
             c.interval_ms = x as u32;
         }
-        if let Some(x) = int(&top, "window_ms", 1.0, 60_000.0)? {
+        if let Some(x) = top.int("window_ms", 1, 60_000)? {
             c.window_ms = x as u32;
         }
-        if let Some(x) = int(&top, "hold_windows", 0.0, 10_000.0)? {
+        if let Some(x) = top.int("hold_windows", 0, 10_000)? {
             c.hold_windows = x as u32;
         }
         c.hold_max_windows = c.hold_max_windows.max(c.hold_windows);
-        if let Some(x) = int(&top, "hold_max_windows", 0.0, 100_000.0)? {
+        if let Some(x) = top.int("hold_max_windows", 0, 100_000)? {
             if (x as u32) < c.hold_windows {
                 return Err(Error::config(
                     "hold_max_windows",
@@ -252,7 +245,7 @@ impl HostConfig {
             }
             c.hold_max_windows = x as u32;
         }
-        if let Some(x) = int(&top, "rediscover_windows", 1.0, 10_000.0)? {
+        if let Some(x) = top.int("rediscover_windows", 1, 10_000)? {
             c.rediscover_windows = x as u32;
         }
         if let Some(list) = top.str("cpus")? {
@@ -261,7 +254,7 @@ impl HostConfig {
                     .map_err(|e| Error::config("cpus", e))?,
             );
         }
-        if let Some(x) = int(&top, "seed", 0.0, 9.007_199_254_740_992e15)? {
+        if let Some(x) = top.int("seed", 0, i64::MAX)? {
             c.seed = x as u64;
         }
         if let Some(p) = path(&top, "state_file")? {
@@ -283,10 +276,10 @@ impl HostConfig {
             }
         }
         let t = &mut c.thresholds;
-        if let Some(x) = int(&cls, "ql_max", 1.0, 65_536.0)? {
+        if let Some(x) = cls.int("ql_max", 1, 65_536)? {
             t.ql_max = x as u32;
         }
-        if let Some(x) = int(&cls, "ql_th", 1.0, 65_536.0)? {
+        if let Some(x) = cls.int("ql_th", 1, 65_536)? {
             t.ql_th = x as u32;
         }
         let fraction = |k| cls.checked(k, "a fraction from 0 to 1", |x| (0.0..=1.0).contains(&x));
@@ -536,6 +529,14 @@ mod tests {
             (
                 "vms.all = true\ninterval_ms = 0",
                 "interval_ms: must be an integer",
+            ),
+            (
+                "vms.all = true\nhold_windows = 2.0",
+                "hold_windows: must be an integer from 0 to 10000, got the float 2.0",
+            ),
+            (
+                "vms.all = true\nseed = 1e300",
+                "seed: must be an integer from 0 to 9223372036854775807, got the float 1e300",
             ),
             ("vms.all = true\ncpus = \"0-x\"", "cpus:"),
             (
