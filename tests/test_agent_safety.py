@@ -15,6 +15,7 @@ Needs root and 2 CPUs (skips otherwise, saying so).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
@@ -224,9 +225,14 @@ def test_one_agent_per_state_file_from_the_start_and_restore_refuses_a_live_one(
     assert not lock.exists() and not (scene.tmp / "state.json").exists(), "nothing left after a clean exit"
 
 
-def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
-    """The BE hog is also in a v1 cpuset of CPU 0 only: pinning it to CPU 1 gets EINVAL."""
-    cpuset = Path("/sys/fs/cgroup/cpuset") / f"colosched-test-{uuid.uuid4().hex[:8]}"
+CPUSETS = Path("/sys/fs/cgroup/cpuset")
+
+
+@contextlib.contextmanager
+def be_hog_held_on_cpu0(scene):
+    """A BE hog in a v1 cpuset of CPU 0 only, so that pinning it to CPU 1 gets EINVAL; the
+    agent started with metrics. Yields (hog, agent, metrics URL); the cpuset goes at the end."""
+    cpuset = CPUSETS / f"colosched-test-{uuid.uuid4().hex[:8]}"
     cpuset.mkdir()
     try:
         (cpuset / "cpuset.mems").write_text("0")
@@ -234,6 +240,30 @@ def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
         be = scene.add_be(["sh", "-c", HOG])
         (cpuset / "cgroup.procs").write_text(f"{be.pid}\n")
         agent = scene.start_agent("--metrics", "127.0.0.1:0")
+        err = scene.tmp / "agent.err"
+        wait_for(lambda: "metrics at" in err.read_text(), 5, lambda: f"no metrics address; {scene.log()}")
+        at = next(line for line in err.read_text().splitlines() if "metrics at" in line)
+        yield be, agent, f"http://127.0.0.1:{at.split(':')[-1].split('/')[0]}/metrics"
+    finally:
+        for p in scene.be:
+            p.kill()
+            p.wait()
+        wait_for(lambda: not (cpuset / "cgroup.procs").read_text().split(), 5, "cpuset still has tasks")
+        cpuset.rmdir()
+
+
+def metrics(url: str) -> str:
+    return urllib.request.urlopen(url, timeout=5).read().decode()
+
+
+def metric(body: str, name: str) -> float:
+    """The value of the sample `name` (with its labels) in an OpenMetrics text; 0 if absent."""
+    found = [line.split()[-1] for line in body.splitlines() if line.split(" ")[0] == name]
+    return float(found[0]) if found else 0.0
+
+
+def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
+    with be_hog_held_on_cpu0(scene) as (be, agent, url):
         err = scene.tmp / "agent.err"
         wait_for(
             lambda: "einval" in err.read_text(), 4 * MOVE_TIMEOUT, lambda: f"no EINVAL logged; {scene.log()}"
@@ -243,25 +273,11 @@ def test_a_move_the_kernel_refuses_is_not_a_move(scene, agent_bin):
         assert decisions and not [m for d in decisions for m in d["moved"]], "no move is logged"
         assert any("did not take" in d["reason"] for d in decisions), decisions[-3:]
         assert "moved" not in err.read_text()
-        at = next(line for line in err.read_text().splitlines() if "metrics at" in line)
-        port = at.split(":")[-1].split("/")[0]
-        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        body = metrics(url)
         assert 'colosched_agent_errors_total{kind="einval"}' in body, body
         assert "colosched_agent_moves_total{" not in body, body
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=5) == 0, scene.log()
-    finally:
-        for p in scene.be:
-            p.kill()
-            p.wait()
-        wait_for(lambda: not (cpuset / "cgroup.procs").read_text().split(), 5, "cpuset still has tasks")
-        cpuset.rmdir()
-
-
-def metric(body: str, name: str) -> float:
-    """The value of the sample `name` (with its labels) in an OpenMetrics text; 0 if absent."""
-    found = [line.split()[-1] for line in body.splitlines() if line.split(" ")[0] == name]
-    return float(found[0]) if found else 0.0
 
 
 def test_a_move_that_keeps_failing_backs_off_until_it_takes(scene, agent_bin):
@@ -269,15 +285,7 @@ def test_a_move_that_keeps_failing_backs_off_until_it_takes(scene, agent_bin):
     tries again one interval later, then 2, 4, 8 intervals later (decide::backoff), not at
     every look; once the hog may leave, the next try moves it, nothing is held back, and restore
     puts back the mask it had before that move (not the one of the tries that failed)."""
-    root = Path("/sys/fs/cgroup/cpuset")
-    cpuset = root / f"colosched-test-{uuid.uuid4().hex[:8]}"
-    cpuset.mkdir()
-    try:
-        (cpuset / "cpuset.mems").write_text("0")
-        (cpuset / "cpuset.cpus").write_text("0")
-        be = scene.add_be(["sh", "-c", HOG])
-        (cpuset / "cgroup.procs").write_text(f"{be.pid}\n")
-        agent = scene.start_agent("--metrics", "127.0.0.1:0")
+    with be_hog_held_on_cpu0(scene) as (be, agent, url):
         err = scene.tmp / "agent.err"
 
         def tries() -> list[int]:
@@ -286,9 +294,7 @@ def test_a_move_that_keeps_failing_backs_off_until_it_takes(scene, agent_bin):
         wait_for(tries, 4 * MOVE_TIMEOUT, lambda: f"no move tried; {scene.log()}")
         # The fourth try comes 1 + 2 + 4 = 7 intervals after the first (one try per look: 8 s).
         wait_for(lambda: len(tries()) >= 4, 10 * INTERVAL, lambda: f"{tries()} tries; {scene.log()}")
-        at = next(line for line in err.read_text().splitlines() if "metrics at" in line)
-        url = f"http://127.0.0.1:{at.split(':')[-1].split('/')[0]}/metrics"
-        body = urllib.request.urlopen(url, timeout=5).read().decode()
+        body = metrics(url)
         cycles = tries()
         samples = int(err.read_text().split(" sample(s) per interval")[0].split()[-1])
         gaps = [b - a for a, b in zip(cycles, cycles[1:])]
@@ -303,24 +309,17 @@ def test_a_move_that_keeps_failing_backs_off_until_it_takes(scene, agent_bin):
         assert mask(be.pid) == "0"
         # Freed from the cpuset right after a try (the kernel gives it the root's CPUs back):
         # the next try, 8 intervals after the last, takes.
-        (root / "cgroup.procs").write_text(f"{be.pid}\n")
+        (CPUSETS / "cgroup.procs").write_text(f"{be.pid}\n")
         assert mask(be.pid) == "0-1"
         wait_for(lambda: mask(be.pid) == "1", 10 * INTERVAL + 2, lambda: f"not moved; {scene.log()}")
         assert tries() == cycles, "no try failed since"
         moved = [(d["cycle"], m["pid"]) for d in scene.decisions(wait=1) for m in d["moved"]]
         assert [pid for _, pid in moved] == [be.pid], moved
         assert moved[0][0] - cycles[-1] >= samples << 3, "not before its back-off ended"
-        body = urllib.request.urlopen(url, timeout=5).read().decode()
-        assert metric(body, "colosched_agent_backoff_tasks") == 0, body
+        assert metric(metrics(url), "colosched_agent_backoff_tasks") == 0
         agent.send_signal(signal.SIGTERM)
         assert agent.wait(timeout=5) == 0, scene.log()
         assert mask(be.pid) == "0-1", f"restored to the mask it had before the move; {scene.log()}"
-    finally:
-        for p in scene.be:
-            p.kill()
-            p.wait()
-        wait_for(lambda: not (cpuset / "cgroup.procs").read_text().split(), 5, "cpuset still has tasks")
-        cpuset.rmdir()
 
 
 PARTIAL = """
