@@ -87,6 +87,10 @@ struct Common {
     /// A BE cgroup; given once or more, replaces the config's be.cgroups.
     #[arg(long = "be-cgroup", value_name = "PATH")]
     be_cgroups: Vec<PathBuf>,
+    /// `kubernetes`: the processes of the BestEffort pods are BE too (be.kubernetes = true; the
+    /// [kubernetes] section says where the kubelet's cgroups are and what Burstable is).
+    #[arg(long = "be-from", value_name = "SOURCE", value_parser = ["kubernetes"])]
+    be_from: Option<String>,
     /// Replaces the config's policy.
     #[arg(long, value_name = "P")]
     policy: Option<String>,
@@ -198,6 +202,7 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Error> {
     if !a.be_cgroups.is_empty() {
         c.be_cgroups = a.be_cgroups.clone();
     }
+    c.be_kubernetes |= a.be_from.is_some();
     if let Some(p) = &a.policy {
         c.policy = parse_policy(p).map_err(|e| Error::config("--policy", e))?;
     }
@@ -225,10 +230,10 @@ fn load_config(a: &Common, o: &Overrides) -> Result<Config, Error> {
     Ok(c)
 }
 
-/// The agent for a config checked against this machine; errors name the config file and key (a
-/// config the system cannot honour, such as no NUMA nodes or no cpuset twin, is a config error).
-/// The agent `c` describes, once checked against the machine; `log`: open its decision log
-/// (`run`), else the log is checked but not made (`plan`, `check-config` leave no file behind).
+/// The agent `c` describes, once checked against the machine; errors name the config file and
+/// key (a config the system cannot honour, such as no NUMA nodes or no cpuset twin, is a config
+/// error). `log`: open its decision log (`run`), else the log is checked but not made (`plan`,
+/// `check-config` leave no file behind).
 fn agent_for(a: &Common, mut c: Config, log: bool) -> Result<Agent, Error> {
     c.check_system().map_err(|e| Error::in_file(&a.config, e))?;
     if !log {
@@ -260,6 +265,9 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
                 agent.threshold,
                 agent.cfg.policy
             );
+            if let Some(pods) = agent.selector.pods_summary() {
+                println!("{pods}");
+            }
             Ok(0)
         }
         Cmd::Plan {
@@ -282,6 +290,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
                     let common = Common {
                         config,
                         be_cgroups: Vec::new(),
+                        be_from: None,
                         policy: None,
                     };
                     load_config(&common, &Overrides::default())?

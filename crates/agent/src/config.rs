@@ -8,6 +8,7 @@ use colosched_core::{Order, Policy};
 
 use crate::error::{Error, Result};
 use crate::sense::cgroup::is_cgroup_dir;
+use crate::sense::kubernetes::Kubepods;
 pub use crate::sense::sensor::SensorKind;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +39,11 @@ pub struct Config {
     pub be_cgroups: Vec<PathBuf>,
     pub be_comm: Option<String>,
     pub be_pid_files: Vec<PathBuf>,
+    /// BE = the processes of the BestEffort Kubernetes pods (and Burstable if `burstable_be`).
+    pub be_kubernetes: bool,
+    /// The kubelet's pods directory; `None`: found under `cgroup_root`.
+    pub kubepods: Option<PathBuf>,
+    pub burstable_be: bool,
     pub mode: ActuatorMode,
     pub migrate_memory: bool,
     pub all_os_activities: bool,
@@ -71,6 +77,9 @@ impl Default for Config {
             be_cgroups: Vec::new(),
             be_comm: None,
             be_pid_files: Vec::new(),
+            be_kubernetes: false,
+            kubepods: None,
+            burstable_be: false,
             mode: ActuatorMode::Affinity,
             migrate_memory: false,
             all_os_activities: false,
@@ -183,6 +192,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "topology",
             "sensor",
             "be",
+            "kubernetes",
             "actuator",
             "limits",
             "metrics",
@@ -202,7 +212,8 @@ const KNOWN: &[(&str, &[&str])] = &[
             "psi_cgroups",
         ],
     ),
-    ("be", &["cgroups", "comm", "pid_files"]),
+    ("be", &["cgroups", "comm", "pid_files", "kubernetes"]),
+    ("kubernetes", &["kubepods", "burstable"]),
     ("actuator", &["mode", "migrate_memory", "all_os_activities"]),
     (
         "limits",
@@ -384,11 +395,12 @@ impl Config {
                 root.get(name).and_then(|v| v.as_table())
             },
         };
-        let (top, topo, sensor, be, act, lim, met) = (
+        let (top, topo, sensor, be, kube, act, lim, met) = (
             sec(""),
             sec("topology"),
             sec("sensor"),
             sec("be"),
+            sec("kubernetes"),
             sec("actuator"),
             sec("limits"),
             sec("metrics"),
@@ -456,6 +468,21 @@ impl Config {
             check_comm(re)?;
         }
         c.be_pid_files = be.paths("pid_files")?;
+        c.be_kubernetes = be.bool("kubernetes")?.unwrap_or(false);
+        c.kubepods = kube
+            .str("kubepods")?
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        c.burstable_be = match kube.str("burstable")? {
+            None | Some("lc") => false,
+            Some("be") => true,
+            Some(x) => {
+                return Err(Error::config(
+                    "kubernetes.burstable",
+                    format!("{x:?}: Burstable pods are \"lc\" (default) or \"be\""),
+                ))
+            }
+        };
         c.mode = match act.str("mode")? {
             None | Some("affinity") => ActuatorMode::Affinity,
             Some("cpuset") => ActuatorMode::Cpuset,
@@ -493,13 +520,23 @@ impl Config {
 
     /// Checks that need the whole config (after command-line overrides).
     pub fn validate(&self) -> Result<()> {
-        let has_selector =
-            !self.be_cgroups.is_empty() || self.be_comm.is_some() || !self.be_pid_files.is_empty();
+        if !self.be_kubernetes && (self.kubepods.is_some() || self.burstable_be) {
+            return Err(Error::config(
+                "kubernetes",
+                "set, but be.kubernetes is off: pods are not selected (set be.kubernetes = true \
+                 or --be-from kubernetes)",
+            ));
+        }
+        let has_selector = !self.be_cgroups.is_empty()
+            || self.be_comm.is_some()
+            || !self.be_pid_files.is_empty()
+            || self.be_kubernetes;
         if !has_selector && !self.all_os_activities {
             return Err(Error::config(
                 "be",
-                "no best-effort selector (set be.cgroups, be.comm or be.pid_files, or --be-cgroup): \
-                 the agent refuses to guess which tasks it may move",
+                "no best-effort selector (set be.cgroups, be.comm, be.pid_files or be.kubernetes, \
+                 or --be-cgroup, --be-from kubernetes): the agent refuses to guess which tasks it \
+                 may move",
             ));
         }
         if self.all_os_activities && self.policy != Policy::Coarse {
@@ -599,12 +636,36 @@ pub fn check_log_file(path: &Path) -> std::result::Result<(), String> {
 }
 
 impl Config {
+    /// The kubelet's pods directory when pods are selected: `kubernetes.kubepods`, else the one
+    /// found under `cgroup_root` (cgroup2 or a v1 hierarchy).
+    pub fn kubepods(&self) -> Result<Option<Kubepods>> {
+        if !self.be_kubernetes {
+            return Ok(None);
+        }
+        let found = match &self.kubepods {
+            Some(dir) => {
+                Kubepods::at(dir).ok_or_else(|| format!("{}: no such directory", dir.display()))
+            }
+            None => crate::sense::kubernetes::find(&self.cgroup_root).ok_or_else(|| {
+                format!(
+                    "no kubelet pods directory (kubepods.slice or kubepods) under {} in cgroup2 \
+                     or a v1 hierarchy: not a Kubernetes node? Give it as kubernetes.kubepods",
+                    self.cgroup_root.display()
+                )
+            }),
+        };
+        let k = found.map_err(|e| Error::config("kubernetes.kubepods", e))?;
+        is_cgroup_dir(&k.dir).map_err(|e| Error::config("kubernetes.kubepods", e))?;
+        Ok(Some(k))
+    }
+
     /// Checks against the machine (after `validate`): `run` can write the state file and the
     /// decision log, the /proc
     /// root is one, every BE cgroup is a cgroup directory, every pseudo-node CPU exists. Errors
     /// name the key. `run`, `plan --once` and `check-config` all call it (`cli::agent_for`).
     pub fn check_system(&self) -> Result<()> {
         check_state_file(&self.state_file).map_err(|e| Error::config("state_file", e))?;
+        self.kubepods()?;
         if let Some(log) = &self.decision_log {
             check_log_file(log).map_err(|e| Error::config("decision_log", e))?;
         }
@@ -704,6 +765,37 @@ mod tests {
         assert!(err("[be]\ncomm = \"x\"\n[actuator]\nmode = \"cpuset\"")
             .starts_with("actuator.mode: cpuset"));
         assert!(err("x = [").contains("line 1"));
+        assert!(
+            err("[be]\nkubernetes = true\n[kubernetes]\nburstable = \"maybe\"")
+                .starts_with("kubernetes.burstable: \"maybe\"")
+        );
+        assert!(err("[be]\ncomm = \"x\"\n[kubernetes]\nburstable = \"be\"")
+            .starts_with("kubernetes: set, but be.kubernetes is off"));
+        assert!(err("[be]\nkubernetes = 1").starts_with("be.kubernetes:"));
+        assert!(err("[be]\nkubernetes = true\n[kubernetes]\nroot = \"/x\"")
+            .starts_with("kubernetes.root: unknown key"));
+    }
+
+    #[test]
+    fn pods_as_the_only_selector() {
+        let c = Config::parse("[be]\nkubernetes = true\n[kubernetes]\nburstable = \"be\"").unwrap();
+        c.validate().unwrap();
+        assert!(c.be_kubernetes && c.burstable_be && c.kubepods.is_none());
+        // No kubelet tree under a root without one: the key to set is named.
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config {
+            cgroup_root: dir.path().into(),
+            ..c
+        };
+        let e = c.kubepods().unwrap_err().to_string();
+        assert!(
+            e.starts_with("kubernetes.kubepods: no kubelet pods directory"),
+            "{e}"
+        );
+        // One there, but not a cgroup (a test directory): refused as such.
+        std::fs::create_dir_all(dir.path().join("cpuacct/kubepods")).unwrap();
+        let e = c.kubepods().unwrap_err().to_string();
+        assert!(e.contains("kubepods: not a cgroup"), "{e}");
     }
 
     #[test]

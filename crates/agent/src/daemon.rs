@@ -27,7 +27,7 @@ use crate::report::{self, Cycle};
 use crate::sense::cgroup::controller_dir;
 use crate::sense::kernel::clock_ticks;
 use crate::sense::procfs::Procfs;
-use crate::sense::select::{BeTask, Selector};
+use crate::sense::select::{BeTask, Pods, Selector};
 use crate::sense::sensor::Sensor;
 use crate::sense::topology::Topology;
 
@@ -37,7 +37,7 @@ pub struct Agent {
     pub procfs: Procfs,
     pub sensor_reason: String,
     pub threshold: f64,
-    selector: Selector,
+    pub selector: Selector,
     sensor: Sensor,
     pub actuator: Actuator,
     guards: Guards,
@@ -112,6 +112,11 @@ impl Agent {
             comm,
             pid_files: cfg.be_pid_files.clone(),
             all: cfg.all_os_activities,
+            kubernetes: cfg.kubepods()?.map(|kubepods| Pods {
+                kubepods,
+                burstable_be: cfg.burstable_be,
+            }),
+            pods: HashMap::new(),
         };
         let cpusets = if cfg.mode == ActuatorMode::Cpuset {
             cfg.be_cgroups
@@ -548,7 +553,14 @@ impl Agent {
 
     fn record(&mut self, c: &Cycle, errors: u64) {
         if let Ok(mut m) = self.metrics.lock() {
-            m.observe(&self.topo, c, self.actuator.dry_run, &self.actuator.errors);
+            let pods = &self.selector.pods;
+            m.observe(
+                &self.topo,
+                c,
+                self.actuator.dry_run,
+                &self.actuator.errors,
+                pods,
+            );
             m.backoff_tasks = self.views.backoff.len();
         }
         if let Some(log) = self.log.as_mut() {
@@ -560,6 +572,7 @@ impl Agent {
                 errors,
                 self.actuator.dry_run,
                 &policy,
+                &self.selector.pods,
             );
             // One write per line.
             let _ = log.write_all(&line);
@@ -591,7 +604,7 @@ impl Agent {
                 "id": n.id, "cpus": n.cpus.to_string(), "load": r.load, "raw": r.raw, "steal": r.steal,
                 "usage": r.usage, "wait": r.wait,
             })).collect::<Vec<_>>(),
-            "moves": report::moves(&self.topo, &c.decision),
+            "moves": report::moves(&self.topo, &c.decision, &self.selector.pods),
         })
     }
 

@@ -1,7 +1,7 @@
 //! `/metrics` for Prometheus: the daemon fills `Metrics` each cycle; a scrape encodes it with
 //! `prometheus-client` (OpenMetrics text), served by `tiny_http` on one background thread.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
@@ -16,7 +16,12 @@ use prometheus_client::registry::Registry;
 
 use crate::act::actuator::ErrorCounts;
 use crate::report::Cycle;
+use crate::sense::select::PodRef;
 use crate::sense::topology::Topology;
+
+/// Pod/container pairs with a series of their own in `pod_moves_total`; moves of any further
+/// pair count under pod="other" (a node runs at most 110 pods by default).
+pub const POD_SERIES: usize = 128;
 
 /// Upper bounds (seconds) of the cycle-duration histogram buckets.
 const BUCKETS: [f64; 8] = [0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.25, 1.0];
@@ -33,6 +38,8 @@ pub struct Metrics {
     pub backoff_tasks: usize,
     pub cycles: u64,
     pub moves: BTreeMap<String, u64>,
+    /// Moves of processes in Kubernetes pods, by (pod uid, container id).
+    pub pod_moves: BTreeMap<(String, String), u64>,
     pub errors: BTreeMap<String, u64>,
     cycle_duration: Histogram,
 }
@@ -47,6 +54,7 @@ impl Default for Metrics {
             backoff_tasks: 0,
             cycles: 0,
             moves: BTreeMap::new(),
+            pod_moves: BTreeMap::new(),
             errors: BTreeMap::new(),
             cycle_duration: Histogram::new(BUCKETS),
         }
@@ -70,6 +78,12 @@ struct Reason {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PodLabels {
+    pod: String,
+    container: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Kind {
     kind: String,
 }
@@ -82,8 +96,16 @@ impl Metrics {
     }
 
     /// Takes in one cycle: its readings by node id, its duration, its moves (none count in a
-    /// dry run), and the error counts so far.
-    pub fn observe(&mut self, topo: &Topology, c: &Cycle, dry_run: bool, errors: &ErrorCounts) {
+    /// dry run; `pods`: the pod and container of the processes in pods), and the error counts
+    /// so far.
+    pub fn observe(
+        &mut self,
+        topo: &Topology,
+        c: &Cycle,
+        dry_run: bool,
+        errors: &ErrorCounts,
+        pods: &HashMap<i32, PodRef>,
+    ) {
         self.cycles += 1;
         let nodes = || topo.nodes.iter().zip(&c.readings);
         self.nodes = nodes().map(|(n, r)| (n.id, r.load, r.steal)).collect();
@@ -93,6 +115,13 @@ impl Metrics {
         if !dry_run {
             for mv in &c.decision.moves {
                 *self.moves.entry(mv.reason.clone()).or_default() += 1;
+                if let Some(p) = pods.get(&mv.pid) {
+                    let mut key = (p.uid.clone(), p.container.clone().unwrap_or_default());
+                    if self.pod_moves.len() >= POD_SERIES && !self.pod_moves.contains_key(&key) {
+                        key = ("other".into(), "other".into());
+                    }
+                    *self.pod_moves.entry(key).or_default() += 1;
+                }
             }
         }
         for (k, v) in &errors.by_kind {
@@ -175,6 +204,18 @@ impl Metrics {
                 .inc_by(v);
         }
         r.register("moves", "Tasks moved, by reason", moves);
+        let pod_moves = Family::<PodLabels, Counter>::default();
+        for ((pod, container), &v) in &self.pod_moves {
+            let (pod, container) = (pod.clone(), container.clone());
+            pod_moves
+                .get_or_create(&PodLabels { pod, container })
+                .inc_by(v);
+        }
+        r.register(
+            "pod_moves",
+            "Tasks of Kubernetes pods moved, by pod uid and container id (container \"\": the pod's own cgroup; at most 128 pairs, then pod=\"other\")",
+            pod_moves,
+        );
         let errors = Family::<Kind, Counter>::default();
         for (kind, &v) in &self.errors {
             errors.get_or_create(&Kind { kind: kind.clone() }).inc_by(v);
@@ -244,6 +285,77 @@ pub fn serve<M: Render + Send + 'static>(
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn pod_labels_are_bounded() {
+        use crate::decide::plan::{Decision, Planned};
+        let topo = Topology {
+            nodes: Vec::new(),
+            all_cpus: Default::default(),
+            source: "pseudo",
+        };
+        let mut m = Metrics::default();
+        let mut pods = HashMap::new();
+        let mut moves = Vec::new();
+        for pid in 1..=200 {
+            let container = (pid % 2 == 0).then(|| format!("c{pid}"));
+            pods.insert(
+                pid,
+                PodRef {
+                    uid: format!("uid-{pid}"),
+                    container,
+                },
+            );
+            moves.push(Planned {
+                pid,
+                comm: "x".into(),
+                from: 0,
+                to: 1,
+                reason: "coarse".into(),
+            });
+        }
+        moves.push(Planned {
+            pid: 999,
+            comm: "not-in-a-pod".into(),
+            from: 0,
+            to: 1,
+            reason: "coarse".into(),
+        });
+        let c = Cycle {
+            decision: Decision {
+                moves,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        m.observe(&topo, &c, false, &ErrorCounts::default(), &pods);
+        m.observe(&topo, &c, true, &ErrorCounts::default(), &pods); // a dry run counts nothing
+        let out = m.render();
+        let series = out
+            .lines()
+            .filter(|l| l.starts_with("colosched_agent_pod_moves_total{"))
+            .count();
+        assert_eq!(series, POD_SERIES + 1, "{out}");
+        assert!(
+            out.contains("colosched_agent_pod_moves_total{pod=\"uid-1\",container=\"\"} 1"),
+            "{out}"
+        );
+        assert!(
+            out.contains("colosched_agent_pod_moves_total{pod=\"uid-2\",container=\"c2\"} 1"),
+            "{out}"
+        );
+        let other = 200 - POD_SERIES;
+        assert!(
+            out.contains(&format!(
+                "colosched_agent_pod_moves_total{{pod=\"other\",container=\"other\"}} {other}"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("colosched_agent_moves_total{reason=\"coarse\"} 201"),
+            "{out}"
+        );
+    }
 
     #[test]
     fn serves_prometheus_text_on_loopback() {

@@ -1,10 +1,13 @@
 //! What the agent reports: one cycle as the decision log's JSON line and `plan --json` show it
 //! (nodes by their sysfs ids, not their indices).
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::decide::plan::Decision;
 use crate::now_unix;
+use crate::sense::select::PodRef;
 use crate::sense::sensor::NodeReading;
 use crate::sense::topology::Topology;
 
@@ -28,6 +31,11 @@ pub struct Move<'a> {
     from_node: usize,
     to_node: usize,
     reason: &'a str,
+    /// The Kubernetes pod's uid and the container's id, for a process in a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pod: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a str>,
 }
 
 /// One line of the decision log (docs/agent.md lists the fields).
@@ -57,15 +65,25 @@ pub fn node_ids(topo: &Topology, nodes: &[usize]) -> Vec<usize> {
     nodes.iter().map(|&n| topo.nodes[n].id).collect()
 }
 
-pub fn moves<'a>(topo: &Topology, d: &'a Decision) -> Vec<Move<'a>> {
+/// The decision's moves; `pods`: the pod and container of the processes in pods.
+pub fn moves<'a>(
+    topo: &Topology,
+    d: &'a Decision,
+    pods: &'a HashMap<i32, PodRef>,
+) -> Vec<Move<'a>> {
     d.moves
         .iter()
-        .map(|m| Move {
-            pid: m.pid,
-            comm: &m.comm,
-            from_node: topo.nodes[m.from].id,
-            to_node: topo.nodes[m.to].id,
-            reason: &m.reason,
+        .map(|m| {
+            let pod = pods.get(&m.pid);
+            Move {
+                pid: m.pid,
+                comm: &m.comm,
+                from_node: topo.nodes[m.from].id,
+                to_node: topo.nodes[m.to].id,
+                reason: &m.reason,
+                pod: pod.map(|p| p.uid.as_str()),
+                container: pod.and_then(|p| p.container.as_deref()),
+            }
         })
         .collect()
 }
@@ -79,6 +97,7 @@ pub fn log_line(
     errors: u64,
     dry_run: bool,
     policy: &str,
+    pods: &HashMap<i32, PodRef>,
 ) -> Vec<u8> {
     let line = LogLine {
         time: now_unix(),
@@ -89,7 +108,7 @@ pub fn log_line(
         wait: c.readings.iter().map(|r| r.wait).collect(),
         triggered: c.decision.triggered,
         targets: node_ids(topo, &c.decision.targets),
-        moved: moves(topo, &c.decision),
+        moved: moves(topo, &c.decision, pods),
         reason: if c.decision.moves.is_empty() {
             c.decision.note.clone()
         } else {

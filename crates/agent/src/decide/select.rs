@@ -62,11 +62,12 @@ mod tests {
         let cg = f.cgroup("cg", &[("cgroup.procs", "12\n14\n99\n")]); // 99 is gone
         let pidfile = f.root.join("be.pids");
         std::fs::write(&pidfile, "13\n\nnot-a-pid\n").unwrap();
-        let sel = Selector {
+        let mut sel = Selector {
             cgroups: vec![cg, f.root.join("missing")],
             comm: Some(Regex::new("^(stress|kworker)").unwrap()),
             pid_files: vec![pidfile],
             all: false,
+            ..Default::default()
         };
         let procfs = Procfs::new(&f.proc);
         let (pids, errors) = sel.candidates(&procfs);
@@ -82,5 +83,55 @@ mod tests {
         assert!(errors.iter().any(|e| e.contains("be.pids:3: not a pid")));
         assert_eq!(s.tasks[0].cpu_ticks, 100);
         assert_eq!(s.tasks[1].processor, 1);
+    }
+
+    #[test]
+    fn the_pods_of_the_be_qos_classes_are_be_and_read_fresh_each_look() {
+        use crate::sense::kubernetes::Kubepods;
+        use crate::sense::select::{PodRef, Pods};
+        let f = Fake::new();
+        for pid in 20..=24 {
+            fake::process(&f.proc, pid, "app", 0, 0, 1);
+        }
+        let dir = |name: &str, pids: &str| f.cgroup(name, &[("cgroup.procs", pids)]);
+        dir("kubepods/besteffort/podbe-1", "");
+        dir("kubepods/besteffort/podbe-1/c1", "20\n21\n");
+        dir("kubepods/burstable/podbu-1/c2", "22\n");
+        dir("kubepods/podg-1/c3", "23\n");
+        let kubepods = Kubepods::at(&f.root.join("kubepods")).unwrap();
+        let mut sel = Selector {
+            kubernetes: Some(Pods {
+                kubepods,
+                burstable_be: false,
+            }),
+            ..Default::default()
+        };
+        let procfs = Procfs::new(&f.proc);
+        let (pids, errors) = sel.candidates(&procfs);
+        assert_eq!((pids, errors.len()), (vec![20, 21], 0), "BestEffort only");
+        let c1 = PodRef {
+            uid: "be-1".into(),
+            container: Some("c1".into()),
+        };
+        assert_eq!(sel.pods.get(&20), Some(&c1));
+        // A pod made since (its pause process in the pod's own cgroup), one deleted, and
+        // Burstable as BE: the next look sees them.
+        dir("kubepods/besteffort/podbe-2", "24\n");
+        std::fs::remove_dir_all(f.root.join("kubepods/besteffort/podbe-1")).unwrap();
+        sel.kubernetes.as_mut().unwrap().burstable_be = true;
+        let (pids, _) = sel.candidates(&procfs);
+        assert_eq!(pids, vec![22, 24], "never the Guaranteed pod's 23");
+        assert_eq!(
+            sel.pods.get(&24),
+            Some(&PodRef {
+                uid: "be-2".into(),
+                container: None
+            })
+        );
+        assert_eq!(sel.pods.get(&20), None, "a deleted pod's labels go with it");
+        assert!(sel
+            .pods_summary()
+            .unwrap()
+            .contains("1 BestEffort, 1 Burstable (BE), 1 Guaranteed"));
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod cgroup;
 pub mod kernel;
+pub mod kubernetes;
 pub mod procfs;
 pub mod select;
 pub mod sensor;

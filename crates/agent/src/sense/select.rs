@@ -1,21 +1,40 @@
 //! Which tasks are best-effort. BE = the processes of the configured cgroups, or whose comm
-//! matches a regex, or listed in pid files; everything else is LC and is never touched. Kernel
-//! threads, tasks whose affinity the kernel fixes, and the agent itself are never BE.
+//! matches a regex, or listed in pid files, or of the Kubernetes pods of the BE QoS classes;
+//! everything else is LC and is never touched. Kernel threads, tasks whose affinity the kernel
+//! fixes, and the agent itself are never BE.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use regex_lite::Regex;
 
+use crate::sense::kubernetes::{Kubepods, Qos};
 use crate::sense::procfs::{Procfs, TaskStat};
 
+#[derive(Default)]
 pub struct Selector {
     pub cgroups: Vec<PathBuf>,
     pub comm: Option<Regex>,
     pub pid_files: Vec<PathBuf>,
     /// The thesis's all-OS mode: every user process is movable.
     pub all: bool,
+    pub kubernetes: Option<Pods>,
+    /// The pod and container of each BE pid the last `candidates` found in a pod.
+    pub pods: HashMap<i32, PodRef>,
+}
+
+/// BE = the pods of these QoS classes (BestEffort, and Burstable if asked).
+pub struct Pods {
+    pub kubepods: Kubepods,
+    pub burstable_be: bool,
+}
+
+/// The pod (uid) and container (id; None: the pod's own cgroup) a process is in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodRef {
+    pub uid: String,
+    pub container: Option<String>,
 }
 
 /// One BE process as seen in one cycle.
@@ -37,25 +56,76 @@ pub struct BeTask {
     pub threads: Option<Vec<i32>>,
 }
 
+/// The pids in the cgroup `dir`'s `cgroup.procs`.
+fn procs(dir: &Path) -> std::io::Result<Vec<i32>> {
+    let text = fs::read_to_string(dir.join("cgroup.procs"))?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+}
+
 impl Selector {
     /// The pids the selectors name, without reading anything per process: the cheap part of a
     /// cycle. Errors (a cgroup or pid file that cannot be read, a bad line) are returned beside.
-    pub fn candidates(&self, procfs: &Procfs) -> (Vec<i32>, Vec<String>) {
+    pub fn candidates(&mut self, procfs: &Procfs) -> (Vec<i32>, Vec<String>) {
         let mut errors = Vec::new();
         let me = std::process::id() as i32;
-        let pids = self.named(procfs, &mut errors);
+        let mut pids = self.named(procfs, &mut errors);
+        self.pods = self.pods(&mut pids, &mut errors);
         // Never ourselves, never init.
         let pids = pids.into_iter().filter(|&p| p != me && p != 1).collect();
         (pids, errors)
     }
 
+    /// The processes of the BE pods, added to `pids`, with their pod and container. A pod
+    /// is read fresh every time: one made since the last look is in, one deleted is out.
+    fn pods(&self, pids: &mut BTreeSet<i32>, errors: &mut Vec<String>) -> HashMap<i32, PodRef> {
+        let mut found = HashMap::new();
+        let Some(k) = &self.kubernetes else {
+            return found;
+        };
+        let cgroups = k.kubepods.cgroups().unwrap_or_else(|e| {
+            errors.push(format!("{}: {e}", k.kubepods.dir.display()));
+            Vec::new()
+        });
+        let be = |q| q == Qos::BestEffort || (q == Qos::Burstable && k.burstable_be);
+        for cg in cgroups.into_iter().filter(|c| be(c.qos)) {
+            // The kubelet removes a pod's cgroups any time: one gone is no error.
+            for pid in procs(&cg.dir).unwrap_or_default() {
+                pids.insert(pid);
+                let (uid, container) = (cg.uid.clone(), cg.container.clone());
+                found.insert(pid, PodRef { uid, container });
+            }
+        }
+        found
+    }
+
+    /// What `check-config` says of the pods: where, the driver, how many of each QoS class.
+    pub fn pods_summary(&self) -> Option<String> {
+        let k = self.kubernetes.as_ref()?;
+        let cgroups = k.kubepods.cgroups().unwrap_or_default();
+        let count = |q| {
+            let uids: HashSet<&str> = (cgroups.iter())
+                .filter(|c| c.qos == q)
+                .map(|c| c.uid.as_str())
+                .collect();
+            uids.len()
+        };
+        Some(format!(
+            "pods from {} ({:?} driver): {} BestEffort, {} Burstable ({}), {} Guaranteed (LC)",
+            k.kubepods.dir.display(),
+            k.kubepods.driver,
+            count(Qos::BestEffort),
+            count(Qos::Burstable),
+            if k.burstable_be { "BE" } else { "LC" },
+            count(Qos::Guaranteed),
+        ))
+    }
+
     fn named(&self, procfs: &Procfs, errors: &mut Vec<String>) -> BTreeSet<i32> {
         let mut pids = BTreeSet::new();
         for cg in &self.cgroups {
-            let path = cg.join("cgroup.procs");
-            match fs::read_to_string(&path) {
-                Ok(text) => pids.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok())),
-                Err(e) => errors.push(format!("{}: {e}", path.display())),
+            match procs(cg) {
+                Ok(p) => pids.extend(p),
+                Err(e) => errors.push(format!("{}: {e}", cg.join("cgroup.procs").display())),
             }
         }
         for file in &self.pid_files {
@@ -110,7 +180,11 @@ impl Selector {
     /// `tasks`. One read of each `tasks` file; a process's threads are listed only when the
     /// counts say some thread is outside.
     pub fn mark_partial(&self, procfs: &Procfs, tasks: &mut [BeTask]) {
-        if self.comm.is_some() || !self.pid_files.is_empty() || self.all {
+        if self.comm.is_some()
+            || !self.pid_files.is_empty()
+            || self.all
+            || self.kubernetes.is_some()
+        {
             return;
         }
         let lists: Vec<PathBuf> = (self.cgroups.iter())

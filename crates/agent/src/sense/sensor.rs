@@ -651,11 +651,12 @@ mod tests {
         let cg = root.join("cg");
         fs::create_dir_all(&cg).unwrap();
         fs::write(cg.join("cgroup.procs"), "50\n").unwrap();
-        let sel = Selector {
+        let mut sel = Selector {
             cgroups: vec![cg],
             comm: None,
             pid_files: vec![],
             all: false,
+            ..Default::default()
         };
         let mut s = Sensor::new(SensorKind::Busy, 100.0, vec![], vec![]);
         fake::stat(root, 1000, &[(0, 0), (0, 0)]);
