@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 CARGO_TEST := cargo test --release --workspace --exclude colosched-py
 export CARGO_TERM_PROGRESS_WHEN = never
 
-.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static bench-agent bench-memwatch
+.PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static oci-image bench-agent bench-memwatch
 
 demo: build
 	$(VENV)/bin/colosched demo --out out
@@ -20,12 +20,19 @@ agent-static:
 	RUSTFLAGS='-C target-feature=+crt-static' cargo build --release --quiet --target x86_64-unknown-linux-gnu \
 		-p colosched-agent --bin colosched-agent -p colosched-memwatch --bin memwatch
 
+# The static agent as an OCI image layout in target/oci-image (deploy/kubernetes; no container
+# daemon needed): push it with skopeo or crane.
+oci-image: agent-static venv
+	strip -o target/colosched-agent.stripped $(AGENT_STATIC)
+	rm -rf target/oci-image
+	$(PY) scripts/oci_image.py --binary target/colosched-agent.stripped --out target/oci-image
+
 venv: $(VENV)/.deps-ok
 $(VENV)/.deps-ok: pyproject.toml Makefile
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet "maturin>=1.5,<2" "polars>=1.0" "rich>=13" "matplotlib>=3.7" "numpy>=1.24" \
-		"pytest>=8" "ruff>=0.5" "ray>=2.9"
+		"pytest>=8" "ruff>=0.5" "ray>=2.9" "kubernetes-validate>=1.30"
 	touch $@
 
 # Builds the Rust engine in release mode and installs the package (editable) into .venv.
@@ -38,6 +45,8 @@ sysdeps:
 	@# qemu boots a 4-NUMA-node guest with a busybox initramfs for the agent's end-to-end test.
 	@command -v qemu-system-x86_64 >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 || { apt-get update -qq && \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=300 qemu-system-x86 busybox-static >/dev/null; }
+	@# The OCI image's test unpacks it with umoci, a tool independent of ours.
+	@command -v umoci >/dev/null || { apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=300 umoci >/dev/null; }
 	@# memwatch's guest test builds its allocator with `cc -static` (gcc, and libc6-dev's libc.a).
 	@command -v cc >/dev/null && dpkg -s libc6-dev >/dev/null 2>&1 || { apt-get update -qq && \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=300 gcc libc6-dev >/dev/null; }

@@ -385,7 +385,9 @@ def test_check_config_checks_the_state_file_and_decision_log_but_makes_neither(t
         f"state_file = '{state}'\ndecision_log = '{log}'\n"
         "[topology]\npseudo_nodes = ['0', '1']\n[be]\ncomm = '^colosched-never$'\n"
     )
-    r = subprocess.run([str(agent_bin), "check-config", "--config", str(path)], capture_output=True, text=True)
+    r = subprocess.run(
+        [str(agent_bin), "check-config", "--config", str(path)], capture_output=True, text=True
+    )
     assert r.returncode == 0 and r.stdout.startswith("ok:"), r.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["agent.toml"]
 
