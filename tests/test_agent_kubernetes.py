@@ -3,7 +3,8 @@ kubelet builds (its `cgroupfs` and `systemd` drivers' names, in the v1 `cpuacct`
 under a directory of their own given as `kubernetes.kubepods`) and put real processes in them.
 An LC hog of a Guaranteed pod is pinned to CPU 0; BestEffort pods' hogs may run anywhere; the
 agent must move those off CPU 0 and never touch the Guaranteed or Burstable pods' processes,
-including pods made and deleted while it runs. Needs root and 2 CPUs (skips otherwise).
+including pods made and deleted while it runs, holding only the capability the DaemonSet gives
+it (SYS_NICE). Needs root and 2 CPUs (skips otherwise).
 """
 
 from __future__ import annotations
@@ -162,8 +163,18 @@ def test_besteffort_pods_move_off_the_lc_cpu_and_the_others_are_never_touched(ku
     lc = kubelet.run("guaranteed", "g-1", "c1", ["taskset", "-c", "0", "sh", "-c", HOG])
     burstable = kubelet.run("burstable", "bu-1", "c2", ["sleep", "60"])
     be = [kubelet.run("besteffort", f"be-{i}", f"c{i}", ["sh", "-c", HOG]) for i in (1, 2)]
+    # With the DaemonSet's one capability (deploy/kubernetes: SYS_NICE) and no other.
+    only_sys_nice = ["setpriv", "--bounding-set", "-all,+sys_nice", "--"]
     agent = subprocess.Popen(
-        [str(AGENT), "run", "--config", str(config(tmp_path, kubelet.kubepods)), "--be-from", "kubernetes"],
+        [
+            *only_sys_nice,
+            str(AGENT),
+            "run",
+            "--config",
+            str(config(tmp_path, kubelet.kubepods)),
+            "--be-from",
+            "kubernetes",
+        ],
         stderr=open(tmp_path / "agent.err", "w"),  # noqa: SIM115 - closed with the process
     )
 

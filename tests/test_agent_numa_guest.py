@@ -275,3 +275,24 @@ def test_cpu_hotplug_no_move_onto_an_offline_node_and_restore_keeps_offline_cpus
         assert "want CPUs that are offline" in e2e.blocks["restore-hp"], e2e.why("restore did not say so")
     assert hp["restored"] == "yes", e2e.why("masks after the CPU came back are not the originals")
     assert hp["state_left"] == "no", e2e.why("a state file left after everything was restored")
+
+
+def test_besteffort_pods_on_cgroup_v2_leave_the_lc_node_and_are_put_back(e2e):
+    """Issue 30 on cgroup v2: the kubelet's systemd-driver tree in a cgroup2 hierarchy mounted at
+    /sys/fs/cgroup/unified, found by the agent itself; the BestEffort pods' hogs leave node 2,
+    the LC hog (in a Guaranteed pod) stays, SIGTERM puts the masks back, and each move names
+    its pod and container."""
+    check = e2e.blocks.get("kube-check", "")
+    assert e2e.one("kube-check")["rc"] == "0", e2e.why("check-config with be.kubernetes failed")
+    assert "pods from /sys/fs/cgroup/unified/kubepods.slice (Systemd driver): 2 BestEffort" in check, check
+    r = e2e.one("kube")
+    nodes = node_map(e2e)
+    assert r["moved"] == "yes", e2e.why("a BestEffort pod's hog stayed on node 2")
+    assert r["agent_rc"] == "0" and r["restored"] == "yes", e2e.why("not restored after SIGTERM")
+    assert cpus(r["lc_during"]) == nodes[2] == cpus(r["lc_after"]), e2e.why(
+        "the Guaranteed pod's LC hog moved"
+    )
+    be = [int(p) for p in e2e.one("kube-workload")["be_pids"].split(",")]
+    moved = [m for line in e2e.blocks["decisions-kube"].splitlines() for m in json.loads(line)["moved"]]
+    labels = {m["pid"]: (m.get("pod"), m.get("container")) for m in moved}
+    assert labels == {be[0]: ("b-1", "c1"), be[1]: ("b-2", "c2")}, e2e.why(f"moves and their pods: {labels}")

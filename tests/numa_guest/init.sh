@@ -413,10 +413,63 @@ hotplug_scenario() {
     for p in $BE; do kill -KILL "$p"; done
 }
 
+# --- (g) Kubernetes pods on cgroup v2 (issue 30): the kubelet's systemd-driver tree, built here in
+# a cgroup2 hierarchy mounted beside the v1 one (a hybrid host: /sys/fs/cgroup/unified), found by
+# the agent itself. Two BestEffort pods' hogs must leave node 2; the LC hog, now in a Guaranteed
+# pod, is never touched; SIGTERM puts the masks back.
+kube_scenario() {
+    k=/sys/fs/cgroup/unified/kubepods.slice
+    mkdir -p /sys/fs/cgroup/unified
+    mount -t cgroup2 none /sys/fs/cgroup/unified
+    g=$k/kubepods-podg_1.slice/cri-containerd-c0.scope
+    mkdir -p $g
+    echo $lc >$g/cgroup.procs
+    BE=""
+    for i in 1 2; do
+        c=$k/kubepods-besteffort.slice/kubepods-besteffort-podb_$i.slice/cri-containerd-c$i.scope
+        mkdir -p $c
+        sh -c 'while :; do :; done' &
+        echo $! >$c/cgroup.procs
+        BE="${BE:+$BE }$!"
+    done
+    echo "E2E kube-workload be_pids=$(echo "$BE" | tr ' ' ',')"
+    printf '%s\n' 'interval_s = 1.0' 'policy = "coarse"' 'state_file = "/run/agent-kube-state.json"' \
+        '[sensor]' 'kind = "busy"' 'threshold = 0.5' 'hysteresis = 1' '[be]' 'kubernetes = true' \
+        >/run/agent-kube.toml
+    timeout 20 $AGENT check-config --config /run/agent-kube.toml >/run/check-kube.out 2>&1
+    echo "E2E kube-check rc=$?"
+    block kube-check /run/check-kube.out
+    $AGENT run --config /run/agent-kube.toml --decision-log /run/decisions-kube.jsonl \
+        >/run/agent-kube.out 2>&1 &
+    agent=$!
+    moved=yes
+    for p in $BE; do
+        wait_off_node2 "$p"
+        touches_node2 "$MASK" && moved=no
+    done
+    be_masks kube
+    lc_during=$(mask $lc)
+    kill -TERM $agent
+    n=0
+    while alive $agent && [ $n -lt 100 ]; do
+        usleep 100000
+        n=$((n + 1))
+    done
+    alive $agent && kill -KILL $agent
+    wait $agent
+    rc=$?
+    if all_be_have_mask "$ALL"; then restored=yes; else restored=no; fi
+    echo "E2E kube moved=$moved restored=$restored agent_rc=$rc lc_during=$lc_during lc_after=$(mask $lc)"
+    block agent-kube /run/agent-kube.out
+    block decisions-kube /run/decisions-kube.jsonl
+    for p in $BE; do kill -KILL "$p"; done
+}
+
 scenario coarse TERM
 scenario fine KILL
 all_os_scenario
 migrate_scenario
 hotplug_scenario
+kube_scenario
 echo "E2E final lc mask=$(mask $lc)"
 finish
