@@ -169,15 +169,20 @@ pub fn place(cluster: &Cluster, params: &PlanParams) -> Vec<usize> {
             let stay = if h == v.host { params.stickiness } else { 0.0 };
             (!fits(h), same, load[h] + cluster.load(vm, h) - stay)
         };
-        let best = (0..n)
-            .min_by(|&a, &b| {
-                let (ka, kb) = (key(a), key(b));
-                (ka.0, ka.1)
-                    .cmp(&(kb.0, kb.1))
-                    .then(ka.2.partial_cmp(&kb.2).unwrap_or(Ordering::Equal))
-                    .then(a.cmp(&b))
-            })
-            .expect("a cluster has hosts");
+        // The first host of the smallest key (each key reckoned once).
+        let later = |ka: (bool, usize, f64), kb: (bool, usize, f64)| {
+            (ka.0, ka.1)
+                .cmp(&(kb.0, kb.1))
+                .then(ka.2.partial_cmp(&kb.2).unwrap_or(Ordering::Equal))
+                == Ordering::Greater
+        };
+        let (mut best, mut kbest) = (0, key(0));
+        for h in 1..n {
+            let k = key(h);
+            if later(kbest, k) {
+                (best, kbest) = (h, k);
+            }
+        }
         target[vm] = best;
         load[best] += cluster.load(vm, best);
         cache[best] += v.cache_mb;
@@ -345,6 +350,8 @@ pub fn order_moves(
 struct Sums<'a> {
     c: &'a Cluster,
     p: Vec<usize>,
+    /// Each VM's `Cluster::mean_load`.
+    mean: Vec<f64>,
     /// Per host: cache MB, IOPS, MB/s, link MB/s, mean-SSD load of its VMs.
     host: Vec<[f64; 5]>,
     /// Per host, its cache's overflow under `now`, relative to its capacity.
@@ -369,6 +376,7 @@ impl<'a> Sums<'a> {
         let mut s = Sums {
             c,
             p: now.to_vec(),
+            mean: c.mean_loads(),
             host: vec![[0.0; 5]; nh],
             over_now: vec![0.0; nh],
             count: vec![vec![0; nh]; na],
@@ -406,13 +414,7 @@ impl<'a> Sums<'a> {
 
     fn add(&mut self, v: usize, h: usize, sign: f64) {
         let vm = &self.c.vms[v];
-        let x = [
-            vm.cache_mb,
-            vm.iops,
-            vm.bw_mbps,
-            vm.link_mbps,
-            self.c.mean_load(v),
-        ];
+        let x = [vm.cache_mb, vm.iops, vm.bw_mbps, vm.link_mbps, self.mean[v]];
         for (a, b) in self.host[h].iter_mut().zip(x) {
             *a += sign * b;
         }
@@ -558,11 +560,7 @@ fn repair(cluster: &Cluster, now: &[usize], p: Vec<usize>) -> Vec<usize> {
 fn prune(cluster: &Cluster, now: &[usize], p: Vec<usize>) -> Vec<usize> {
     let mut s = Sums::new(cluster, now, &p);
     let mut order: Vec<usize> = (0..p.len()).filter(|&v| p[v] != now[v]).collect();
-    order.sort_by(|&a, &b| {
-        (cluster.mean_load(a))
-            .total_cmp(&cluster.mean_load(b))
-            .then(a.cmp(&b))
-    });
+    order.sort_by(|&a, &b| s.mean[a].total_cmp(&s.mean[b]).then(a.cmp(&b)));
     for v in order {
         let (to, before) = (s.p[v], s.state(v));
         s.shift(v, now[v]);
