@@ -142,11 +142,25 @@ impl Cluster {
     /// A VM's load on the cluster's mean SSD (the unit `Delivered::load` and the planner's
     /// gains are counted in).
     pub fn mean_load(&self, vm: usize) -> f64 {
+        let (iops, bw) = self.mean_ssd();
+        let v = &self.vms[vm];
+        (v.iops / iops).max(v.bw_mbps / bw)
+    }
+
+    /// Every VM's `mean_load`, the mean SSD reckoned once.
+    pub fn mean_loads(&self) -> Vec<f64> {
+        let (iops, bw) = self.mean_ssd();
+        (self.vms.iter())
+            .map(|v| (v.iops / iops).max(v.bw_mbps / bw))
+            .collect()
+    }
+
+    /// The cluster's mean SSD: IOPS and MB/s.
+    fn mean_ssd(&self) -> (f64, f64) {
         let n = self.hosts.len().max(1) as f64;
         let iops = self.hosts.iter().map(|h| h.ssd_iops).sum::<f64>() / n;
         let bw = self.hosts.iter().map(|h| h.ssd_bw_mbps).sum::<f64>() / n;
-        let v = &self.vms[vm];
-        (v.iops / iops).max(v.bw_mbps / bw)
+        (iops, bw)
     }
 
     /// What every VM gets under `placement` when what they ask is shared weighted max-min
@@ -155,7 +169,11 @@ impl Cluster {
     pub fn delivered(&self, placement: &[usize]) -> Delivered {
         let mut limits = Vec::new();
         let mut bounds = Vec::new();
-        let on = |h: usize| (0..self.vms.len()).filter(move |&v| placement[v] == h);
+        let mut by_host = vec![Vec::new(); self.hosts.len()];
+        for (v, &h) in placement.iter().enumerate() {
+            by_host[h].push(v);
+        }
+        let on = |h: usize| by_host[h].iter().copied();
         for (h, host) in self.hosts.iter().enumerate() {
             limits.push(Limit {
                 capacity: host.ssd_iops,
@@ -200,8 +218,8 @@ impl Cluster {
             }
         }
         Delivered {
-            load: (0..self.vms.len())
-                .map(|v| share[v] * self.mean_load(v))
+            load: (self.mean_loads().iter().zip(&share))
+                .map(|(l, s)| s * l)
                 .sum(),
             iops: self.vms.iter().zip(&share).map(|(v, s)| v.iops * s).sum(),
             mbps: self

@@ -17,7 +17,9 @@
 //!    no host's cache slices further over its SSD, no more SSD demand beyond what the SSDs
 //!    serve, no `spread` application less spread than both its best and today); moves that
 //!    bring nothing are put back (`prune`). When the result still overflows some cache, a search
-//!    (`fitting`) looks for a placement that fits every cache.
+//!    (`fitting`) looks for a placement that fits every cache. A move back to the host a VM left
+//!    within the cool-down (allowed when its demand changed by more than `tau`) stays only if
+//!    it alone brings `min_gain` (`returns`).
 //! 4. **Worth it**: the model (`Cluster::delivered`, the simulator's max-min sharing) must predict
 //!    more delivered I/O (by `min_gain` of an SSD), and the gain over `hold_s` must exceed the
 //!    moves' cost (`pays`) — unless the target fixes an overflowing cache or spreads an
@@ -167,15 +169,20 @@ pub fn place(cluster: &Cluster, params: &PlanParams) -> Vec<usize> {
             let stay = if h == v.host { params.stickiness } else { 0.0 };
             (!fits(h), same, load[h] + cluster.load(vm, h) - stay)
         };
-        let best = (0..n)
-            .min_by(|&a, &b| {
-                let (ka, kb) = (key(a), key(b));
-                (ka.0, ka.1)
-                    .cmp(&(kb.0, kb.1))
-                    .then(ka.2.partial_cmp(&kb.2).unwrap_or(Ordering::Equal))
-                    .then(a.cmp(&b))
-            })
-            .expect("a cluster has hosts");
+        // The first host of the smallest key (each key reckoned once).
+        let later = |ka: (bool, usize, f64), kb: (bool, usize, f64)| {
+            (ka.0, ka.1)
+                .cmp(&(kb.0, kb.1))
+                .then(ka.2.partial_cmp(&kb.2).unwrap_or(Ordering::Equal))
+                == Ordering::Greater
+        };
+        let (mut best, mut kbest) = (0, key(0));
+        for h in 1..n {
+            let k = key(h);
+            if later(kbest, k) {
+                (best, kbest) = (h, k);
+            }
+        }
         target[vm] = best;
         load[best] += cluster.load(vm, best);
         cache[best] += v.cache_mb;
@@ -343,6 +350,8 @@ pub fn order_moves(
 struct Sums<'a> {
     c: &'a Cluster,
     p: Vec<usize>,
+    /// Each VM's `Cluster::mean_load`.
+    mean: Vec<f64>,
     /// Per host: cache MB, IOPS, MB/s, link MB/s, mean-SSD load of its VMs.
     host: Vec<[f64; 5]>,
     /// Per host, its cache's overflow under `now`, relative to its capacity.
@@ -367,6 +376,7 @@ impl<'a> Sums<'a> {
         let mut s = Sums {
             c,
             p: now.to_vec(),
+            mean: c.mean_loads(),
             host: vec![[0.0; 5]; nh],
             over_now: vec![0.0; nh],
             count: vec![vec![0; nh]; na],
@@ -404,13 +414,7 @@ impl<'a> Sums<'a> {
 
     fn add(&mut self, v: usize, h: usize, sign: f64) {
         let vm = &self.c.vms[v];
-        let x = [
-            vm.cache_mb,
-            vm.iops,
-            vm.bw_mbps,
-            vm.link_mbps,
-            self.c.mean_load(v),
-        ];
+        let x = [vm.cache_mb, vm.iops, vm.bw_mbps, vm.link_mbps, self.mean[v]];
         for (a, b) in self.host[h].iter_mut().zip(x) {
             *a += sign * b;
         }
@@ -484,6 +488,32 @@ impl<'a> Sums<'a> {
             0.0
         }
     }
+
+    /// What putting VM `v` back must not make worse.
+    fn state(&self, v: usize) -> State {
+        let app = (self.c.vms[v].app).filter(|&a| self.c.apps[a].preference == Preference::Spread);
+        State {
+            added: self.added(),
+            mb_over: self.mb_over,
+            served: self.served,
+            dist: app.map(|a| self.dist[a]),
+        }
+    }
+
+    /// No violation added, no more overflow, VM `v`'s `spread` application no less spread
+    /// than in `before`.
+    fn no_worse(&self, v: usize, before: &State) -> bool {
+        let now = self.state(v);
+        now.added <= before.added && now.mb_over <= before.mb_over + 1e-9 && now.dist >= before.dist
+    }
+}
+
+/// A placement's figures that a move put back must not worsen (`Sums::no_worse`).
+struct State {
+    added: f64,
+    mb_over: f64,
+    served: f64,
+    dist: Option<usize>,
 }
 
 /// What `p` breaks beyond what `now` breaks, summed (0: nothing added): each host's cache
@@ -525,25 +555,44 @@ fn repair(cluster: &Cluster, now: &[usize], p: Vec<usize>) -> Vec<usize> {
 }
 
 /// Moves of `p` that bring nothing put back, lightest VM first: a move stays only if putting
-/// it back would serve less, add a violation, overflow more or lower its application's spread.
+/// it back would serve less, add a violation, overflow more or lower its `spread`
+/// application's logical distance.
 fn prune(cluster: &Cluster, now: &[usize], p: Vec<usize>) -> Vec<usize> {
     let mut s = Sums::new(cluster, now, &p);
     let mut order: Vec<usize> = (0..p.len()).filter(|&v| p[v] != now[v]).collect();
-    order.sort_by(|&a, &b| {
-        (cluster.mean_load(a))
-            .total_cmp(&cluster.mean_load(b))
-            .then(a.cmp(&b))
-    });
+    order.sort_by(|&a, &b| s.mean[a].total_cmp(&s.mean[b]).then(a.cmp(&b)));
     for v in order {
-        let to = s.p[v];
-        let app = cluster.vms[v].app;
-        let before = (s.added(), s.mb_over, s.served, app.map(|a| s.dist[a]));
+        let (to, before) = (s.p[v], s.state(v));
         s.shift(v, now[v]);
-        let keeps = s.added() <= before.0
-            && s.mb_over <= before.1 + 1e-9
-            && s.served >= before.2 - 1e-9
-            && app.map(|a| s.dist[a]) >= before.3;
-        if !keeps {
+        if !s.no_worse(v, &before) || s.served < before.served - 1e-9 {
+            s.shift(v, to);
+        }
+    }
+    s.p
+}
+
+/// Moves of `p` that take a VM back to the host it left within the cool-down (`Recent` allows
+/// them when its demand changed by more than `tau`) put back unless each, by itself, makes the
+/// VMs get `min_gain` more (`Cluster::delivered`) — or putting it back would add a violation,
+/// overflow more or lower a `spread` application's distance. The demand that moved it once has
+/// changed, but a move back that brings little is the first step of a chase.
+fn returns(
+    cluster: &Cluster,
+    now: &[usize],
+    p: Vec<usize>,
+    params: &PlanParams,
+    recent: &Recent,
+) -> Vec<usize> {
+    let mut s = Sums::new(cluster, now, &p);
+    for (v, &home) in now.iter().enumerate() {
+        let to = s.p[v];
+        if to == home || !recent.returns(v, to, params.cooldown_s) {
+            continue;
+        }
+        let (got, before) = (cluster.delivered(&s.p).load, s.state(v));
+        s.shift(v, home);
+        let gain = got - cluster.delivered(&s.p).load;
+        if !s.no_worse(v, &before) || gain >= params.min_gain.max(1e-9) {
             s.shift(v, to);
         }
     }
@@ -699,6 +748,11 @@ pub struct Recent {
 }
 
 impl Recent {
+    /// Does VM `v` going to `host` take it back to the host it left within `cooldown_s`?
+    fn returns(&self, v: usize, host: usize, cooldown_s: f64) -> bool {
+        matches!(self.left.get(v), Some(Some(l)) if l.host == host && l.age_s < cooldown_s)
+    }
+
     /// May VM `v` of `cluster` go to `host`? Not back to the host it left within `cooldown_s`,
     /// unless its demand has since changed by more than `tau` (as the detector measures it).
     fn allows(&self, cluster: &Cluster, v: usize, host: usize, cooldown_s: f64) -> bool {
@@ -743,6 +797,7 @@ pub fn plan_with(cluster: &Cluster, params: &PlanParams, recent: &Recent) -> Pla
             target = prune(cluster, &now, f);
         }
     }
+    target = returns(cluster, &now, target, params, recent);
     let empty = |reason: String| Plan {
         violations: violations(cluster, &now),
         target: now.clone(),

@@ -489,6 +489,49 @@ fn a_vm_just_moved_does_not_go_straight_back() {
     assert_eq!((p.moves(), p.waves[0][0].vm), (1, 0));
 }
 
+#[test]
+fn a_move_back_within_the_cool_down_must_bring_min_gain_by_itself() {
+    // h0 a little over (vm1 0.975 of its SSD, vm0 0.05), h2 half again over, h3 empty: vm4
+    // goes to h3, and the greedy placement sends vm0 back to h1, which it left 2 minutes ago
+    // at 12 times today's demand (a change beyond tau), for 0.025 of an SSD.
+    let c = cluster(
+        4,
+        [
+            (0, 800.0),
+            (0, 15_600.0),
+            (1, 12_000.0),
+            (2, 12_000.0),
+            (2, 12_000.0),
+        ]
+        .iter()
+        .enumerate()
+        .map(|(i, &(h, iops))| vm(i, h, None, iops))
+        .collect(),
+        Vec::new(),
+    );
+    let mut recent = Recent {
+        left: vec![None; 5],
+        tau: 0.3,
+    };
+    let back = |p: &Plan| p.waves.iter().flatten().any(|m| m.vm == 0 && m.to == 1);
+    let p = plan_with(&c, &PlanParams::default(), &recent);
+    assert!(p.moves() == 2 && back(&p), "{p:?}");
+    recent.left[0] = Some(Left {
+        host: 1,
+        age_s: 120.0,
+        iops: 9600.0,
+        bw_mbps: 300.0,
+    });
+    let p = plan_with(&c, &PlanParams::default(), &recent);
+    assert!(p.moves() == 1 && !back(&p), "{p:?}");
+    // A move back that brings min_gain is made.
+    let low = PlanParams {
+        min_gain: 0.02,
+        ..PlanParams::default()
+    };
+    assert!(back(&plan_with(&c, &low, &recent)));
+}
+
 /// Clusters with a split that fits every cache, by construction: each host's capacity is its
 /// VMs' slices there plus up to 10 %; the VMs then start anywhere.
 fn arb_feasible() -> impl Strategy<Value = Cluster> {

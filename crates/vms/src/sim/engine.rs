@@ -18,7 +18,7 @@ use super::scenario::{
 use crate::decide::detect::{Change, Detector, PeakDemand};
 use crate::decide::model::{logical_distance, App, Backend, Cluster, Host, Preference, Vm};
 use crate::decide::plan::{best_distance, plan_with, random_move, Left, Move, Recent};
-use colosched_core::Rng;
+use colosched_core::rng::{mix, Rng};
 
 /// The placement policies: spec 003's planner and its baselines.
 pub const POLICIES: &[&str] = &["none", "random", "cloudcache", "planner"];
@@ -211,6 +211,8 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
         ));
     }
     let mut rng = Rng::new(seed);
+    // The demand's own stream: every policy sees the same levels for a seed, whatever it draws.
+    let mut levels = Rng::new(mix(seed) ^ u64::MAX);
     let hosts = s.host_list();
     let nh = hosts.len();
     let host_id = |h: usize| format!("h{h}");
@@ -308,7 +310,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
             } = s.apps[v.app].workload
             {
                 if change_every_s > 0.0 && t > 0 && now % change_every_s == 0.0 {
-                    v.level = iops * lognormal(&mut rng, change_cv);
+                    v.level = iops * lognormal(&mut levels, change_cv);
                 }
             }
         }
