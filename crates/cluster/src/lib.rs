@@ -11,7 +11,11 @@
 //!   × ratio fits in what its machine has left, and every time a task leaves a machine (ends or
 //!   migrates away) every waiting task that now fits starts (backfill); each step a machine is
 //!   over capacity its tasks of priority ≤ 2 lose min(1, excess / capacity) of the step; the
-//!   replay ends at the last submission.
+//!   replay ends at the last submission. Where the thesis's text and its `simulator.py`
+//!   disagree, the code (issue 27): a task is placed at its first event (none from before the
+//!   window), `duration` averages completed tasks, a task uses nothing in a window without a
+//!   usage row, coarse picks each sender's receiver live, migratable means priority ≤ 2, even
+//!   task index and request < 0.025, and a kbit is 1,024 bits.
 //! - `full`: every run that ends inside the loaded parts, 60 s steps, uniformly random
 //!   placement, a FIFO queue per machine, a whole step lost per overloaded step, replayed to the
 //!   end of the loaded trace.
