@@ -221,10 +221,9 @@ def test_both_profiles_from_the_cli_record_every_resolved_parameter(tmp_path, pr
     params = json.loads((out / "meta.json").read_text())["params"]
     assert params["profile"] == profile and params["step_s"] == step
     assert (params["machines"], params["overcommit_ratio"]) == (100, 0.2)
-    assert (params["migratable_priority_below"], params["migratable_cpu"]) == (3, "request")
-    expected = cluster.resolve(
-        profile, machines=100, overcommit_ratio=0.2, migratable_priority_below=3, migratable_cpu="request"
-    )
+    code = {"migratable_priority_below": 3, "migratable_cpu": "request", "migratable_even_index": True}
+    assert {k: params[k] for k in code} == code, "--migratable code is simulator.py's rule"
+    expected = cluster.resolve(profile, machines=100, overcommit_ratio=0.2, **code)
     del expected["seed"]
     assert params == {**expected, "seeds": [1], "usage_seed": 0}
     summary = pl.read_csv(out / "summary.csv")
@@ -235,7 +234,7 @@ def test_a_bad_parameter_exits_2_naming_it_before_reading_the_trace(tmp_path):
     for flag, value, needle in [
         ("--overload-penalty", "lots", "overload_penalty"),
         ("--capacity", "0", "capacity: must be positive"),
-        ("--migratable", "paper", "expected text or code"),
+        ("--migratable", "paper", "expected code or text"),
         ("--profile", "paper", "invalid choice: 'paper'"),
     ]:
         r = colosched(

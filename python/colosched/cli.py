@@ -51,14 +51,16 @@ def _defaults_help(key: str) -> str:
     return "default: " + ", ".join(f"{v} ({name})" for name, v in values.items())
 
 
+MIGRATABLE_KEYS = ("migratable_priority_below", "migratable_cpu", "migratable_even_index")
+
+
 def migratable(text: str) -> dict[str, Any]:
-    """--migratable text|code: the thesis text's rule (the default) or its simulator.py's."""
-    keys = ("migratable_priority_below", "migratable_cpu")
-    if text == "text":
-        return {k: cluster.defaults()[k] for k in keys}
-    if text == "code":
-        return dict(zip(keys, (3, "request")))
-    raise argparse.ArgumentTypeError(f"expected text or code, got {text}")
+    """--migratable code|text: the rule of the thesis's simulator.py (the thesis profile's) or of
+    its text (the full profile's)."""
+    profile = {"code": "thesis", "text": "full"}.get(text)
+    if profile is None:
+        raise argparse.ArgumentTypeError(f"expected code or text, got {text}")
+    return {k: cluster.defaults(profile)[k] for k in MIGRATABLE_KEYS}
 
 
 # Simulator parameters on the command line: (flag, parameter, argparse options). Their defaults
@@ -97,6 +99,39 @@ SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
         {"type": positive_int, "help": "thesis task set without task_usage: SCHEDULE within this span"},
     ),
     ("--until", "until", {"choices": ["last-submit", "trace-end", "drain"]}),
+    (
+        "--task-start",
+        "task_start",
+        {
+            "choices": ["first-event", "last-submit"],
+            "help": "thesis task set: placed at the task's first event (tasks dated before the "
+            "window are not replayed) or at its last run's SUBMIT",
+        },
+    ),
+    (
+        "--duration-over",
+        "duration_over",
+        {"choices": ["completed", "started"], "help": "duration: mean over completed or all started tasks"},
+    ),
+    (
+        "--usage-gaps",
+        "usage_gaps",
+        {
+            "choices": ["zero", "fill"],
+            "help": "a task with task_usage rows, in a window without one: uses nothing, or its "
+            "nearest earlier row (else the usage model)",
+        },
+    ),
+    ("--kbit-bits", "kbit_bits", {"type": int, "choices": [1024, 1000], "help": "bits per kbit"}),
+    (
+        "--receiver",
+        "receiver",
+        {
+            "choices": ["live", "fixed"],
+            "help": "coarse: each sender's receiver is the least loaded node at that moment, or "
+            "the least loaded at the start of the cycle",
+        },
+    ),
     ("--step", "step_s", {"type": positive_int, "help": "seconds of trace time per step"}),
     (
         "--busy-interval",
@@ -149,6 +184,11 @@ SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
         {"type": float, "help": "is_useful_migrate: ≤ this × the sender's load"},
     ),
     ("--migratable-cpu-below", "migratable_cpu_below", {"type": float}),
+    (
+        "--migratable-even-index",
+        "migratable_even_index",
+        {"action": argparse.BooleanOptionalAction, "help": "only tasks with an even task index migrate"},
+    ),
     ("--max-moves", "max_moves", {"type": positive_int, "help": "moves per cell per cycle at most"}),
     (
         "--keep-series",
@@ -240,8 +280,9 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
             **{**options, "help": f"{help_text} ({_defaults_help(key)})".strip()},
         )
     p.add_argument("--migratable", type=migratable, default=None,
-                   help="migratable rule: text (priority < 2, max CPU < 0.025; default) or "
-                   "code (priority ≤ 2, request < 0.025, as simulator.py)")  # fmt: skip
+                   help="migratable rule: code (priority ≤ 2, even task index, request < 0.025, as "
+                   "simulator.py; thesis) or text (priority < 2, max CPU < 0.025; full); the "
+                   "flags of each part override it")  # fmt: skip
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--seeds", type=positive_int, default=1, help="run seeds seed..seed+K-1")
     p.add_argument("--usage-seed", type=int, default=0, help="seed of the usage model")
@@ -256,7 +297,7 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
 def sim_params(args: argparse.Namespace) -> dict[str, Any]:
     """The simulator parameters given on the command line (the rest come from the profile)."""
     params = {key: getattr(args, key) for _, key, _ in SIM_PARAMS if getattr(args, key) is not None}
-    return {**params, **(args.migratable or {})}
+    return {**(args.migratable or {}), **params}
 
 
 def progress_bar(description: str, sweep: bool = False):

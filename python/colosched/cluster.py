@@ -13,7 +13,7 @@ A profile is a named set of defaults: "thesis" (the default; the thesis's own mo
 A policy is a built-in name (see `POLICIES`), "all" (the thesis's 8), or a Python callable
 `policy(cell, cycle) -> [(task_id, from_node, to_node), ...]` where `cell` is a list of nodes,
 each `{"load": float, "tasks": [{"id", "priority", "cpu_request", "cpu_usage", "max_cpu",
-"mem_usage", "mai"}, ...]}` listing the node's migratable tasks.
+"mem_usage", "mai", "index"}, ...]}` listing the node's migratable tasks.
 """
 
 from __future__ import annotations

@@ -8,11 +8,12 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use colosched_core::{metrics::gini_with, Cell, Move, Node, Planner, Rng, Task};
-use colosched_trace::{usage::UsageSource, Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
+use colosched_trace::usage::{UsageOrigin, UsageSource};
+use colosched_trace::{Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
 
 use crate::{
-    Admission, Config, Outcome, Penalty, Placement, Queue, Selection, Series, Summary, Until,
-    DRAIN_LIMIT_S,
+    Admission, Config, DurationOver, Outcome, Penalty, Placement, Queue, Selection, Series,
+    Summary, Until, UsageGaps, DRAIN_LIMIT_S,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +102,17 @@ struct Sim<'a> {
 fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
     let window = t / WINDOW_S;
     if task.window != window {
-        task.usage = usage.usage(&task.run, window);
+        let (found, origin) = usage.lookup(&task.run, window);
+        let gap = match origin {
+            UsageOrigin::Real => false,
+            UsageOrigin::RealEarlier => true,
+            UsageOrigin::Model => usage.has_real(task.run.job, task.run.index),
+        };
+        task.usage = if gap && cfg.usage_gaps == UsageGaps::Zero {
+            Usage::default()
+        } else {
+            found
+        };
         task.window = window;
     }
     let base = match cfg.admission {
@@ -342,6 +353,7 @@ impl Sim<'_> {
                 }
                 let view = Task {
                     id: u64::from(task.id),
+                    index: run.index,
                     priority: run.priority,
                     cpu_request: f64::from(run.cpu_request),
                     cpu_usage: f64::from(task.usage.cpu),
@@ -523,18 +535,21 @@ impl Sim<'_> {
         s.mean_cpu /= n;
         s.gini /= n;
         s.overcommit /= n;
-        // Tasks still running count with the penalties they have had so far.
-        let running = self.machines.iter().flat_map(|m| &m.running);
         let (mut total, mut count) = (self.duration_total, s.completed);
-        for task in running.filter(|t| t.remaining.is_finite()) {
-            total += task.duration();
-            count += 1;
+        if self.cfg.duration_over == DurationOver::Started {
+            // Tasks still running count with the penalties they have had so far.
+            let running = self.machines.iter().flat_map(|m| &m.running);
+            for task in running.filter(|t| t.remaining.is_finite()) {
+                total += task.duration();
+                count += 1;
+            }
         }
         s.duration = if count > 0 { total / count as f64 } else { 0.0 };
         let seconds = n * f64::from(self.cfg.step_s);
         s.net_mbit_s = self.migrated_bytes * 8.0 / 1e6 / seconds;
-        s.net_kbit_s_per_machine =
-            self.migrated_bytes * 8.0 / 1e3 / (seconds * self.machines.len() as f64);
+        s.net_kbit_s_per_machine = self.migrated_bytes * 8.0
+            / f64::from(self.cfg.kbit_bits)
+            / (seconds * self.machines.len() as f64);
         s.migrated_gib = self.migrated_bytes / (1u64 << 30) as f64;
         s.pending_at_end = self.machines.iter().map(|m| m.pending.len() as u64).sum();
         s.wall_s = started.elapsed().as_secs_f64();

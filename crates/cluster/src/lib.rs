@@ -11,7 +11,11 @@
 //!   × ratio fits in what its machine has left, and every time a task leaves a machine (ends or
 //!   migrates away) every waiting task that now fits starts (backfill); each step a machine is
 //!   over capacity its tasks of priority ≤ 2 lose min(1, excess / capacity) of the step; the
-//!   replay ends at the last submission.
+//!   replay ends at the last submission. Where the thesis's text and its `simulator.py`
+//!   disagree, the code (issue 27): a task is placed at its first event (none from before the
+//!   window), `duration` averages completed tasks, a task uses nothing in a window without a
+//!   usage row, coarse picks each sender's receiver live, migratable means priority ≤ 2, even
+//!   task index and request < 0.025, and a kbit is 1,024 bits.
 //! - `full`: every run that ends inside the loaded parts, 60 s steps, uniformly random
 //!   placement, a FIFO queue per machine, a whole step lost per overloaded step, replayed to the
 //!   end of the loaded trace.
@@ -78,6 +82,36 @@ pub enum Queue {
     Fifo,
 }
 
+/// When a replayed task of the thesis's task set (`Replay::Thesis`) is placed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStart {
+    /// At its run's SUBMIT (trace times up to the window start count as 0).
+    LastSubmit,
+    /// At the task's first event in the loaded parts; a task whose first event is before the
+    /// window start (trace timestamp 0) is not replayed (the thesis's code: its loop starts at
+    /// 0, so a task dated earlier is never placed). Service and usage are still its last run's.
+    FirstEvent,
+}
+
+/// Which tasks the `duration` metric averages over.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DurationOver {
+    /// Tasks that completed during the replay (the thesis's code).
+    Completed,
+    /// Also tasks still running at the end, with their whole trace service.
+    Started,
+}
+
+/// A task with real `task_usage` rows, in a window it has no row for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageGaps {
+    /// It uses nothing (the thesis's code: a task's usage at `t` is that of its window holding
+    /// `t`, else 0).
+    Zero,
+    /// The row of its nearest earlier window, else (before its first row) the usage model.
+    Fill,
+}
+
 /// When the replay stops.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Until {
@@ -130,6 +164,11 @@ pub struct Config {
     /// seconds of the trace start, the span one `task_usage` part covers (29 days / 500 parts).
     pub usage_span_s: u32,
     pub until: Until,
+    pub task_start: TaskStart,
+    pub duration_over: DurationOver,
+    pub usage_gaps: UsageGaps,
+    /// Bits per kilobit of `net_kbit_s_per_machine` (the thesis's code: 1,024; SI: 1,000).
+    pub kbit_bits: u32,
     /// Warning threshold, sender trigger, migratable rule, `is_useful_migrate`, move limit.
     pub limits: Limits,
     /// GiB of memory per unit of normalised memory, to turn moved memory into bytes (the
@@ -180,9 +219,10 @@ pub struct Summary {
     pub gini: f64,
     /// Mean over steps of Σ over machines of max(0, load − capacity) / capacity.
     pub overcommit: f64,
-    /// Mean over started tasks (finite service) of waiting + service + overload penalties, s.
+    /// Mean of waiting + service + overload penalties, s, over the tasks `DurationOver` says.
     pub duration: f64,
-    /// Migrated kilobits per simulated second per machine (the thesis's unit).
+    /// Migrated kilobits (of `kbit_bits` bits) per simulated second per machine (the thesis's
+    /// unit).
     pub net_kbit_s_per_machine: f64,
     /// Migrated megabits per simulated second over the whole cluster, and the busiest step's.
     pub net_mbit_s: f64,

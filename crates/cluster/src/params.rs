@@ -2,9 +2,11 @@
 //! maps a key such as `overcommit_ratio` to a `Config` field, both to set it (from the command
 //! line or Python) and to list every resolved value (for `meta.json`).
 
-use colosched_core::{Limits, MigratableCpu};
+use colosched_core::{Limits, MigratableCpu, Receiver};
 
-use crate::{Admission, Config, Penalty, Placement, Queue, Replay, Until};
+use crate::{
+    Admission, Config, DurationOver, Penalty, Placement, Queue, Replay, TaskStart, Until, UsageGaps,
+};
 
 /// A named set of defaults. Any parameter set afterwards overrides the profile's value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +57,18 @@ impl Profile {
             replay: Replay::Thesis,
             usage_span_s: 5011,
             until: Until::LastSubmit,
-            limits: Limits::default(),
+            // Where the thesis's text and its simulator.py disagree, the code (issue 27).
+            task_start: TaskStart::FirstEvent,
+            duration_over: DurationOver::Completed,
+            usage_gaps: UsageGaps::Zero,
+            kbit_bits: 1024,
+            limits: Limits {
+                migratable_priority_below: 3,
+                migratable_cpu: MigratableCpu::Request,
+                migratable_even_index: true,
+                receiver: Receiver::Live,
+                ..Limits::default()
+            },
             machine_mem_gib: 35.84, // 512 GiB × 0.07, as in the thesis's code
             bandwidth_mbit_s: None,
             seed: 1,
@@ -78,6 +91,11 @@ impl Profile {
                 replay: Replay::Ended,
                 until: Until::TraceEnd,
                 machine_mem_gib: 32.0,
+                task_start: TaskStart::LastSubmit,
+                duration_over: DurationOver::Started,
+                usage_gaps: UsageGaps::Fill,
+                kbit_bits: 1000,
+                limits: Limits::default(),
                 ..thesis
             },
         }
@@ -114,6 +132,16 @@ const UNTIL: [(&str, Until); 3] = [
     ("trace-end", Until::TraceEnd),
     ("drain", Until::Drain),
 ];
+const TASK_START: [(&str, TaskStart); 2] = [
+    ("first-event", TaskStart::FirstEvent),
+    ("last-submit", TaskStart::LastSubmit),
+];
+const DURATION_OVER: [(&str, DurationOver); 2] = [
+    ("completed", DurationOver::Completed),
+    ("started", DurationOver::Started),
+];
+const USAGE_GAPS: [(&str, UsageGaps); 2] = [("zero", UsageGaps::Zero), ("fill", UsageGaps::Fill)];
+const RECEIVER: [(&str, Receiver); 2] = [("live", Receiver::Live), ("fixed", Receiver::Fixed)];
 const MIGRATABLE_CPU: [(&str, MigratableCpu); 2] = [
     ("max_cpu", MigratableCpu::MaxCpu),
     ("request", MigratableCpu::Request),
@@ -225,11 +253,17 @@ impl Config {
             "runs" => self.replay = choose(key, value, &REPLAY)?,
             "usage_span_s" => self.usage_span_s = int(key, value)?,
             "until" => self.until = choose(key, value, &UNTIL)?,
+            "task_start" => self.task_start = choose(key, value, &TASK_START)?,
+            "duration_over" => self.duration_over = choose(key, value, &DURATION_OVER)?,
+            "kbit_bits" => self.kbit_bits = int(key, value)?,
+            "usage_gaps" => self.usage_gaps = choose(key, value, &USAGE_GAPS)?,
             "warning_threshold" => l.warning_threshold = float(key, value)?,
             "send_over_warning" => l.send_over_warning = boolean(key, value)?,
             "migratable_priority_below" => l.migratable_priority_below = int(key, value)?,
             "migratable_cpu" => l.migratable_cpu = choose(key, value, &MIGRATABLE_CPU)?,
             "migratable_cpu_below" => l.migratable_cpu_below = float(key, value)?,
+            "migratable_even_index" => l.migratable_even_index = boolean(key, value)?,
+            "receiver" => l.receiver = choose(key, value, &RECEIVER)?,
             "min_profit" => l.min_profit = float(key, value)?,
             "max_profit" => l.max_profit = float(key, value)?,
             "max_profit_share" => l.max_profit_share = optional_float(key, value)?,
@@ -296,6 +330,13 @@ impl Config {
             ("runs", t(name_of(&REPLAY, &self.replay))),
             ("usage_span_s", i(i64::from(self.usage_span_s))),
             ("until", t(name_of(&UNTIL, &self.until))),
+            ("task_start", t(name_of(&TASK_START, &self.task_start))),
+            (
+                "duration_over",
+                t(name_of(&DURATION_OVER, &self.duration_over)),
+            ),
+            ("kbit_bits", i(i64::from(self.kbit_bits))),
+            ("usage_gaps", t(name_of(&USAGE_GAPS, &self.usage_gaps))),
             ("warning_threshold", f(l.warning_threshold)),
             ("send_over_warning", Param::Bool(l.send_over_warning)),
             (
@@ -307,6 +348,11 @@ impl Config {
                 t(name_of(&MIGRATABLE_CPU, &l.migratable_cpu)),
             ),
             ("migratable_cpu_below", f(l.migratable_cpu_below)),
+            (
+                "migratable_even_index",
+                Param::Bool(l.migratable_even_index),
+            ),
+            ("receiver", t(name_of(&RECEIVER, &l.receiver))),
             ("min_profit", f(l.min_profit)),
             ("max_profit", f(l.max_profit)),
             ("max_profit_share", opt(l.max_profit_share)),
@@ -346,6 +392,12 @@ impl Config {
         }
         if self.machines >= u32::MAX as usize {
             return Err("machines: must fit in 32 bits".into());
+        }
+        if ![1000, 1024].contains(&self.kbit_bits) {
+            return Err(format!(
+                "kbit_bits: must be 1000 or 1024, got {}",
+                self.kbit_bits
+            ));
         }
         if self.cell_size == 0 {
             return Err("cell_size: must be at least 1".into());
@@ -430,6 +482,44 @@ mod tests {
     }
 
     #[test]
+    fn thesis_follows_the_code_where_code_and_text_disagree_and_full_the_text() {
+        let rules = |c: Config| {
+            let l = c.limits;
+            (
+                (c.task_start, c.duration_over, c.usage_gaps, c.kbit_bits),
+                (l.receiver, l.migratable_priority_below, l.migratable_cpu),
+                l.migratable_even_index,
+            )
+        };
+        assert_eq!(
+            rules(Profile::Thesis.config()),
+            (
+                (
+                    TaskStart::FirstEvent,
+                    DurationOver::Completed,
+                    UsageGaps::Zero,
+                    1024
+                ),
+                (Receiver::Live, 3, MigratableCpu::Request),
+                true
+            )
+        );
+        assert_eq!(
+            rules(Profile::Full.config()),
+            (
+                (
+                    TaskStart::LastSubmit,
+                    DurationOver::Started,
+                    UsageGaps::Fill,
+                    1000
+                ),
+                (Receiver::Fixed, 2, MigratableCpu::MaxCpu),
+                false
+            )
+        );
+    }
+
+    #[test]
     fn bad_parameters_name_their_key() {
         let bad = [
             (
@@ -450,6 +540,16 @@ mod tests {
             ("machines", Param::Int(-3), "machines: -3 is out of range"),
             ("capacity", Param::Float(0.0), "capacity: must be positive"),
             ("step_s", Param::Int(0), "step_s: must be at least 1"),
+            (
+                "kbit_bits",
+                Param::Int(1023),
+                "kbit_bits: must be 1000 or 1024",
+            ),
+            (
+                "receiver",
+                Param::Text("random".into()),
+                "receiver: \"random\" is not one of live, fixed",
+            ),
             (
                 "nonsense",
                 Param::Int(1),

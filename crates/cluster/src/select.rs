@@ -7,7 +7,7 @@ use colosched_trace::events::FINISH;
 use colosched_trace::usage::UsageSource;
 use colosched_trace::{Run, Runs, END_NONE, NEVER};
 
-use crate::{Config, Replay, Until};
+use crate::{Config, Replay, TaskStart, Until};
 
 /// The runs to replay, and what the trace had besides.
 #[derive(Clone, Debug, Default)]
@@ -42,7 +42,9 @@ impl Selection {
 /// - `Thesis`: per task (job, index), its last run, if that run was submitted after the trace
 ///   start, scheduled and FINISHed (so the task's last two events are SCHEDULE then FINISH) and
 ///   the task has usage: real `task_usage` rows when `usage` has any, else a SCHEDULE within
-///   `cfg.usage_span_s` of the first submission of the loaded parts;
+///   `cfg.usage_span_s` of the first submission of the loaded parts. With
+///   `TaskStart::FirstEvent` the run is placed at its task's first run's start instead, and
+///   tasks whose first run began before the trace window (timestamp 0) are skipped;
 /// - `Ended`: every scheduled run that ends inside the loaded parts;
 /// - `All`: every scheduled run.
 pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
@@ -71,7 +73,11 @@ pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
             }
             let mut keep: Vec<usize> = last.into_values().flatten().collect();
             keep.sort_unstable();
-            keep.into_iter().map(|i| runs.runs[i]).collect()
+            let keep = keep.into_iter().map(|i| runs.runs[i]);
+            match cfg.task_start {
+                TaskStart::LastSubmit => keep.collect(),
+                TaskStart::FirstEvent => from_first_event(runs, keep),
+            }
         }
         Replay::Ended => runs
             .runs
@@ -92,4 +98,29 @@ pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
         trace_machines: runs.machine_ids.len(),
         trace_end: runs.trace_end,
     }
+}
+
+/// `TaskStart::FirstEvent`: each kept run placed at its task's first event in the loaded parts,
+/// the start of the task's first run (runs are in time order, and a task's events between two of
+/// its runs are orphans the trace crate drops). A task whose first run began before the window
+/// (a SUBMIT or SCHEDULE dated 0) is dropped. Returned in the new submit order (stable).
+fn from_first_event(runs: &Runs, keep: impl Iterator<Item = Run>) -> Vec<Run> {
+    let keep: Vec<Run> = keep.collect();
+    let mut first: HashMap<(u64, u32), Option<u32>> =
+        keep.iter().map(|r| ((r.job, r.index), None)).collect();
+    for r in &runs.runs {
+        if let Some(slot @ None) = first.get_mut(&(r.job, r.index)) {
+            let before_window = r.submit == 0 && !r.submitted_in_trace;
+            *slot = Some(if before_window { NEVER } else { r.submit });
+        }
+    }
+    let mut placed: Vec<Run> = keep
+        .into_iter()
+        .filter_map(|r| match first[&(r.job, r.index)] {
+            Some(start) if start != NEVER => Some(Run { submit: start, ..r }),
+            _ => None,
+        })
+        .collect();
+    placed.sort_by_key(|r| r.submit);
+    placed
 }

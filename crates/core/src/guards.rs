@@ -178,6 +178,7 @@ mod tests {
     fn task(id: u64, cpu: f64) -> Task {
         Task {
             id,
+            index: 0,
             priority: 0,
             cpu_request: cpu,
             cpu_usage: cpu,

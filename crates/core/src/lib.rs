@@ -18,7 +18,7 @@ pub mod rng;
 
 pub use guards::{Cooldown, Guarded, Guards};
 pub use metrics::gini;
-pub use policy::{Limits, MigratableCpu, Order, Planner, Policy};
+pub use policy::{Limits, MigratableCpu, Order, Planner, Policy, Receiver};
 pub use rng::Rng;
 
 /// Opaque handle chosen by the caller (a run index in the simulator, a pid in the agent).
@@ -29,6 +29,9 @@ pub type TaskId = u64;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Task {
     pub id: TaskId,
+    /// The task's index within its job (the trace's task index; the agent has none: 0). The
+    /// thesis's code takes only even indices as migratable (`Limits::migratable_even_index`).
+    pub index: u32,
     /// 0..=11 in the Google trace; lower is less important.
     pub priority: u8,
     pub cpu_request: f64,

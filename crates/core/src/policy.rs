@@ -27,8 +27,13 @@ pub struct Limits {
     pub migratable_priority_below: u8,
     /// ... and this CPU figure of the task (the text: its peak usage; the code: its request) ...
     pub migratable_cpu: MigratableCpu,
-    /// ... below this (0.025).
+    /// ... below this (0.025) ...
     pub migratable_cpu_below: f64,
+    /// ... and, if set, only tasks with an even `Task::index` (the code's `simulator.py`; the
+    /// text has no such rule).
+    pub migratable_even_index: bool,
+    /// How coarse picks each sender's receiver.
+    pub receiver: Receiver,
     /// `is_useful_migrate`: a batch moves only if its CPU usage is at least `min_profit` (0.02,
     /// 4 % of capacity), at most `max_profit` (0.5) and, if set, at most `max_profit_share` of
     /// its sender's load (0.8).
@@ -42,6 +47,17 @@ pub struct Limits {
     /// measure pressure from other work, which elastic tasks do not add to): `guards::filter`'s
     /// improvement rule then keeps moves from overshooting.
     pub cap_at_source_load: bool,
+}
+
+/// How coarse picks the node a sender's tasks go to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Receiver {
+    /// The least loaded node at the start of the cycle, for every sender (the thesis's text,
+    /// Algorithm 4-1's `low`).
+    Fixed,
+    /// For each sender in turn, the least loaded node at that moment (loads include the batches
+    /// already moved this cycle), if it is less loaded than the sender (the thesis's code).
+    Live,
 }
 
 /// Which CPU figure of a task the migratable test compares with `migratable_cpu_below`.
@@ -61,6 +77,8 @@ impl Default for Limits {
             migratable_priority_below: 2,
             migratable_cpu: MigratableCpu::MaxCpu,
             migratable_cpu_below: 0.025,
+            migratable_even_index: false,
+            receiver: Receiver::Fixed,
             min_profit: 0.02,
             max_profit: 0.5,
             max_profit_share: Some(0.8),
@@ -76,7 +94,9 @@ impl Limits {
             MigratableCpu::MaxCpu => t.max_cpu,
             MigratableCpu::Request => t.cpu_request,
         };
-        t.priority < self.migratable_priority_below && cpu < self.migratable_cpu_below
+        t.priority < self.migratable_priority_below
+            && cpu < self.migratable_cpu_below
+            && (!self.migratable_even_index || t.index.is_multiple_of(2))
     }
 
     /// Whether a node with this load may give tasks away.
@@ -279,6 +299,13 @@ fn by_load(loads: &[f64]) -> Vec<usize> {
     order
 }
 
+/// The least loaded node other than `node` (ties: the lowest index).
+fn least_loaded_other(loads: &[f64], node: usize) -> Option<usize> {
+    (0..loads.len())
+        .filter(|&n| n != node)
+        .min_by(|&a, &b| loads[a].total_cmp(&loads[b]).then(a.cmp(&b)))
+}
+
 fn migratable<'a>(cell: &'a Cell, node: usize, limits: &Limits) -> Vec<&'a Task> {
     cell.nodes[node]
         .tasks
@@ -287,15 +314,23 @@ fn migratable<'a>(cell: &'a Cell, node: usize, limits: &Limits) -> Vec<&'a Task>
         .collect()
 }
 
-/// Algorithm 4-1. The receiver is fixed at the start of the cycle (the thesis's `low`); each
-/// sender gives all its migratable tasks or none.
+/// Algorithm 4-1: each sender gives all its migratable tasks to its receiver (`Receiver`), or
+/// none.
 fn coarse(cell: &Cell, limits: &Limits) -> Vec<Move> {
     let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
-    let Some(&low) = by_load(&loads).first() else {
+    let Some(&first) = by_load(&loads).first() else {
         return Vec::new();
     };
     let mut moves = Vec::new();
-    for src in (0..loads.len()).filter(|&n| n != low) {
+    for src in 0..loads.len() {
+        let low = match limits.receiver {
+            Receiver::Fixed if src == first => continue,
+            Receiver::Fixed => first,
+            Receiver::Live => match least_loaded_other(&loads, src) {
+                Some(low) if loads[low] < loads[src] => low,
+                _ => continue,
+            },
+        };
         if !limits.sends(loads[src]) {
             continue;
         }

@@ -170,8 +170,8 @@ fn profiles() -> Vec<&'static str> {
 }
 
 /// A policy written in Python: `fn(cell, cycle) -> [(task_id, from_node, to_node), ...]` where
-/// `cell` is a list of nodes `{"load": float, "tasks": [{"id", "priority", "cpu_request",
-/// "cpu_usage", "max_cpu", "mem_usage", "mai"}, ...]}`.
+/// `cell` is a list of nodes `{"load": float, "tasks": [{"id", "index", "priority",
+/// "cpu_request", "cpu_usage", "max_cpu", "mem_usage", "mai"}, ...]}`.
 struct PyPlanner {
     func: Py<PyAny>,
     name: String,
@@ -186,6 +186,7 @@ impl PyPlanner {
             for t in &node.tasks {
                 let d = PyDict::new(py);
                 d.set_item("id", t.id)?;
+                d.set_item("index", t.index)?;
                 d.set_item("priority", t.priority)?;
                 d.set_item("cpu_request", t.cpu_request)?;
                 d.set_item("cpu_usage", t.cpu_usage)?;

@@ -113,6 +113,7 @@ pub fn decide(
     for (i, t) in tasks.iter().enumerate() {
         cell.nodes[t.node].tasks.push(Task {
             id: i as u64,
+            index: 0,
             priority: if t.movable { 0 } else { 1 },
             cpu_request: t.usage,
             cpu_usage: t.usage,

@@ -1,5 +1,5 @@
 use super::*;
-use crate::{select, Profile, Replay};
+use crate::{select, DurationOver, Profile, Replay, TaskStart};
 use colosched_core::{Limits, Policy};
 use colosched_trace::usage::{TaskUsage, UsageModel};
 use colosched_trace::{Runs, END_NONE, NEVER};
@@ -62,12 +62,14 @@ fn cfg(machines: usize) -> Config {
     }
 }
 
-/// The `thesis` profile on the trace's own machines, replaying every ended run.
+/// The `thesis` profile on the trace's own machines, replaying every ended run; a task's row at
+/// window 0 stands for every window (as in `usage`).
 fn thesis(machines: usize) -> Config {
     Config {
         machines,
         placement: Placement::Trace,
         replay: Replay::Ended,
+        usage_gaps: UsageGaps::Fill,
         ..Profile::Thesis.config()
     }
 }
@@ -222,6 +224,22 @@ fn coarse_moves_migratable_tasks_and_counts_their_memory() {
         "{got} vs {per_machine}"
     );
     assert!((coarse.summary.net_mbit_s * 1e3 / 4.0 - got).abs() < 1e-6 * got);
+    // The thesis's code counts 1,024 bits to the kbit.
+    let kibit = sim(
+        &r,
+        &u,
+        &Config {
+            kbit_bits: 1024,
+            ..cfg(4)
+        },
+        "coarse",
+    );
+    let want = got * 1000.0 / 1024.0;
+    let got_kibit = kibit.summary.net_kbit_s_per_machine;
+    assert!(
+        (got_kibit - want).abs() < 1e-9 * want,
+        "{got_kibit} vs {want}"
+    );
     // Loads are clipped at capacity for Gini: the senders stay at 0.5 after sending 0.024.
     assert!(
         coarse.summary.gini < none.gini,
@@ -491,6 +509,14 @@ fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
             },
         ),
         task(
+            8,
+            Run {
+                submitted_in_trace: false, // there before the trace, evicted, then resubmitted
+                end_kind: EVICT,
+                ..run(8, 0, 5, 0.1, 0)
+            },
+        ),
+        task(
             5,
             Run {
                 end_kind: EVICT,
@@ -514,6 +540,7 @@ fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
                 ..run(7, 30, 10, 0.1, 0)
             },
         ),
+        run(8, 40, 10, 0.1, 0),
         task(
             6,
             Run {
@@ -531,19 +558,26 @@ fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
         (jobs, sel.skipped)
     };
     let model_only = UsageSource::new(None, UsageModel::calibrated(0));
-    let c = thesis(1);
     let c = Config {
         replay: Replay::Thesis,
-        ..c
+        task_start: TaskStart::LastSubmit,
+        ..thesis(1)
     };
-    assert_eq!(jobs(&model_only, &c), (vec![(1, 10), (5, 20)], 7));
+    assert_eq!(jobs(&model_only, &c), (vec![(1, 10), (5, 20), (8, 40)], 8));
+    // The thesis's code places a task at its first event, and never a task from before the
+    // window: task 5 at its first SUBMIT (5), task 8 not at all.
+    let first = Config {
+        task_start: TaskStart::FirstEvent,
+        ..c.clone()
+    };
+    assert_eq!(jobs(&model_only, &first), (vec![(5, 5), (1, 10)], 9));
     let longer = Config {
         usage_span_s: 6001,
         ..c.clone()
     };
     assert_eq!(
         jobs(&model_only, &longer).0,
-        vec![(1, 10), (5, 20), (4, 6000)]
+        vec![(1, 10), (5, 20), (8, 40), (4, 6000)]
     );
     // With real usage rows, having rows replaces the span: jobs 1 and 4 have some, job 5 none.
     let real = usage(&[(1, 0.1, 0.1, 0.0), (4, 0.1, 0.1, 0.0)]);
@@ -553,14 +587,14 @@ fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
         replay: Replay::Ended,
         ..c.clone()
     };
-    assert_eq!(jobs(&model_only, &ended).0.len(), 7);
+    assert_eq!(jobs(&model_only, &ended).0.len(), 9);
     let all = Config {
         replay: Replay::All,
         ..c
     };
     assert_eq!(
         jobs(&model_only, &all).0.len(),
-        7,
+        9,
         "the open run was never scheduled"
     );
 }
@@ -591,8 +625,11 @@ fn a_task_migrated_away_lets_a_waiting_one_start_at_once() {
         (3, 0.012, 0.015, 0.01),
         (4, 0.01, 0.01, 0.01),
     ]);
+    // The text's migratable rule (the small tasks' requests, 0.05, are over the code's 0.025).
     let c = Config {
         cell_size: 2,
+        limits: Limits::default(),
+        duration_over: DurationOver::Started,
         ..thesis(2)
     };
     let none = sim(&r, &u, &c, "no_migration").summary;
@@ -729,4 +766,59 @@ fn the_replay_ends_at_the_last_submission_unless_asked() {
     assert_eq!(at(Until::LastSubmit), (101, 0));
     assert_eq!(at(Until::TraceEnd), (1001, 2));
     assert_eq!(at(Until::Drain), (1000, 2), "stops once nothing runs");
+}
+
+#[test]
+fn duration_counts_completed_tasks_unless_asked_for_every_started_one() {
+    // A 10 s task ends; a 1,000 s one is still running when the replay ends at 100 s.
+    let r = runs(vec![run(1, 0, 1000, 0.1, 0), run(2, 100, 10, 0.1, 0)], 1);
+    let u = usage(&[(1, 0.1, 0.1, 0.0), (2, 0.1, 0.1, 0.0)]);
+    let at = |duration_over| {
+        let c = Config {
+            duration_over,
+            until: Until::TraceEnd,
+            ..thesis(1)
+        };
+        let r = Runs {
+            trace_end: 200,
+            ..r.clone()
+        };
+        sim(&r, &u, &c, "no_migration").summary
+    };
+    let completed = at(DurationOver::Completed);
+    assert_eq!((completed.completed, completed.duration), (1, 10.0));
+    assert_eq!(at(DurationOver::Started).duration, (10.0 + 1000.0) / 2.0);
+}
+
+#[test]
+fn a_window_without_a_usage_row_uses_nothing_in_the_thesis_code() {
+    // Task 1 has a row for window 1 (300-599 s) only; it runs from 0 to 900 s. With the thesis's
+    // code it loads its machine in window 1 only; filled, window 2 carries window 1's row and
+    // window 0 takes the usage model.
+    let r = runs(vec![run(1, 0, 900, 0.1, 0), run(2, 899, 1, 0.0, 0)], 1);
+    let row = Usage {
+        cpu: 0.2,
+        max_cpu: 0.2,
+        mem: 0.0,
+        mai: 0.0,
+    };
+    let real = TaskUsage::from_rows([(1, 0, 1, row), (2, 0, 2, Usage::default())]);
+    let u = UsageSource::new(Some(real), UsageModel::calibrated(0));
+    let series = |usage_gaps| {
+        let c = Config {
+            usage_gaps,
+            ..thesis(1)
+        };
+        sim(&r, &u, &c, "no_migration").series.mean_cpu
+    };
+    let zero = series(UsageGaps::Zero);
+    let fill = series(UsageGaps::Fill);
+    assert_eq!(zero.len(), 900);
+    let load = |s: &[f64], t: usize| s[t] * 0.5;
+    assert_eq!(
+        (load(&zero, 299), load(&zero, 300), load(&zero, 600)),
+        (0.0, f64::from(0.2_f32), 0.0)
+    );
+    assert!(load(&fill, 299) > 0.0, "the model before the first row");
+    assert_eq!(load(&fill, 600), f64::from(0.2_f32));
 }

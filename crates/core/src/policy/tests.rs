@@ -7,6 +7,7 @@ use proptest::prelude::*;
 fn be(id: TaskId, cpu: f64) -> Task {
     Task {
         id,
+        index: 0,
         priority: 0,
         cpu_request: cpu,
         cpu_usage: cpu,
@@ -93,6 +94,37 @@ fn coarse_sends_every_migratable_task_to_the_least_loaded_node() {
         vec![(1, 0, 1), (2, 2, 1), (3, 2, 1), (4, 3, 1)]
     );
     assert!(moves.iter().all(|m| m.rank == 0));
+}
+
+#[test]
+fn a_live_receiver_is_the_least_loaded_node_when_each_sender_turns() {
+    // Loads 0.20, 0.10, 0.20, 0.10. Node 0's set (0.06) goes to node 1 (the lower index of the
+    // tie), which ends at 0.16. A fixed receiver (node 1) cannot take node 2's set too: 0.22 would
+    // be above node 2's own 0.20. A live one gives it to node 3, the least loaded by then.
+    let cell = Cell {
+        nodes: vec![
+            node(0.14, vec![be(1, 0.03), be(2, 0.03)]),
+            node(0.10, vec![]),
+            node(0.14, vec![be(3, 0.06)]),
+            node(0.10, vec![]),
+        ],
+    };
+    let fixed = Limits {
+        warning_threshold: 0.3,
+        ..open()
+    };
+    let live = Limits {
+        receiver: Receiver::Live,
+        ..fixed
+    };
+    assert_eq!(
+        moved(&plan("coarse", &cell, &fixed)),
+        vec![(1, 0, 1), (2, 0, 1)]
+    );
+    assert_eq!(
+        moved(&plan("coarse", &cell, &live)),
+        vec![(1, 0, 1), (2, 0, 1), (3, 2, 3)]
+    );
 }
 
 #[test]
@@ -318,6 +350,7 @@ fn arb_task(id: TaskId) -> impl Strategy<Value = Task> {
     )
         .prop_map(move |(priority, cpu, extra, mem, mai)| Task {
             id,
+            index: id as u32,
             priority,
             cpu_request: cpu + extra,
             cpu_usage: cpu,
@@ -355,8 +388,20 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(400))]
     #[test]
     fn policies_keep_every_invariant(cell in arb_cell(), seed in any::<u64>(), wt in 0.2..0.8f64) {
-        let limits = Limits { warning_threshold: wt, ..Limits::default() };
-        let limits = if seed % 2 == 0 { limits } else { Limits { warning_threshold: wt, ..open() } };
+        // The text's limits, the open ones, and the open ones with the thesis code's rules.
+        let code = Limits {
+            warning_threshold: wt,
+            migratable_priority_below: 3,
+            migratable_cpu: MigratableCpu::Request,
+            migratable_even_index: true,
+            receiver: Receiver::Live,
+            ..open()
+        };
+        let limits = match seed % 3 {
+            0 => Limits { warning_threshold: wt, ..Limits::default() },
+            1 => Limits { warning_threshold: wt, ..open() },
+            _ => code,
+        };
         for name in THESIS_POLICIES.iter().chain(&["random:1"]) {
             let moves = Policy::parse(name).unwrap().plan(&cell, &limits, &mut Rng::new(seed), 0);
             let mut seen = std::collections::HashSet::new();
@@ -533,4 +578,15 @@ fn the_codes_migratable_rule_is_an_option() {
     assert!(!text.is_migratable(&busy_small_request) && code.is_migratable(&busy_small_request));
     assert!(text.is_migratable(&calm_big_request) && !code.is_migratable(&calm_big_request));
     assert!(!text.is_migratable(&priority_2) && code.is_migratable(&priority_2));
+    // The code also takes only even task indices.
+    let even = Limits {
+        migratable_even_index: true,
+        ..code
+    };
+    let odd = Task {
+        index: 7,
+        ..priority_2
+    };
+    assert!(even.is_migratable(&priority_2) && !even.is_migratable(&odd));
+    assert!(code.is_migratable(&odd));
 }
