@@ -35,6 +35,20 @@ def positive_int(text: str) -> int:
     return value
 
 
+def machines_arg(text: str) -> int | str:
+    """A machine count, or `auto` / `auto:LOAD` (cluster.auto_machines sizes it to the trace)."""
+    word, colon, load = text.partition(":")
+    if word != "auto":
+        return positive_int(text)
+    try:
+        ok = not colon or 0.05 <= float(load) <= 10
+    except ValueError:
+        ok = False
+    if not ok:
+        raise argparse.ArgumentTypeError(f"auto:LOAD takes LOAD from 0.05 to 10, got {text!r}")
+    return text
+
+
 def number_list(kind):
     def parse(text: str) -> list:
         try:
@@ -265,11 +279,22 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
         f"Known: {', '.join(cluster.POLICIES)}, random:<cycles>",
     )
     if sweep:
-        p.add_argument("--machines", type=number_list(int), default=[700, 800, 900])
+        p.add_argument(
+            "--machines",
+            type=number_list(machines_arg),
+            default=[700, 800, 900],
+            help="machine counts, comma-separated; auto[:LOAD] = as many as the trace's peak requested "
+            "CPU fills to LOAD (default 1.0) of their capacity",
+        )
         p.add_argument("--overcommit-ratio", type=number_list(float), default=[0.5, 0.8, 1.1, 1.4])
         p.add_argument("--jobs", type=positive_int, default=None, help="local worker processes")
     else:
-        p.add_argument("--machines", type=positive_int, help=_defaults_help("machines"))
+        p.add_argument(
+            "--machines",
+            type=machines_arg,
+            help="a count, or auto[:LOAD]: as many machines (whole cells) as the trace's peak requested "
+            "CPU fills to LOAD (default 1.0) of their capacity; " + _defaults_help("machines"),
+        )
         p.add_argument("--overcommit-ratio", type=float, help=_defaults_help("overcommit_ratio"))
     for flag, key, options in SIM_PARAMS:
         help_text = options.get("help", "")
@@ -342,7 +367,9 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
     for key in ("machines", "overcommit_ratio"):
         if getattr(args, key) is not None:
             params[key] = getattr(args, key)
-    cluster.resolve(args.profile, **params)  # a bad value fails before the trace is read
+    auto = params.get("machines") if isinstance(params.get("machines"), str) else None
+    # A bad value fails before the trace is read.
+    cluster.resolve(args.profile, **{k: v for k, v in params.items() if not (k == "machines" and auto)})
     root, trace = load_trace(args)
     policies = cluster.expand_policies(args.policy or ["all"])
     bar, tick = progress_bar(f"replaying {len(policies)} policies × {args.seeds} seeds")
@@ -360,6 +387,13 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
             **params,
         )
     wall = time.perf_counter() - started
+    if auto:
+        p = result.params
+        console.print(
+            f"machines {auto}: {p['machines']} (the replay's peak requested CPU is "
+            f"{p['peak_cpu_request']:.1f} machines' worth, in cells of {p['cell_size']})",
+            soft_wrap=True,
+        )
     meta = run_meta(args, root, trace, wall, result.params)
     written = outputs.write_run(args.out, result, meta, report=not args.no_report)
     if args.json:
@@ -397,6 +431,13 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
     params = sim_params(args)
     resolved = cluster.resolve(args.profile, **params)
     root, trace = load_trace(args)  # parsed once here: the points read the cache
+    for i, m in enumerate(args.machines):
+        if isinstance(m, str):
+            n, peak = cluster.auto_machines(trace, m, args.profile, args.usage_seed, **params)
+            console.print(
+                f"machines {m}: {n} (peak requested CPU {peak:.1f} machines' worth)", soft_wrap=True
+            )
+            args.machines[i] = n
     seeds = [args.seed + i for i in range(args.seeds)]
     policies = args.policy or ["no_migration", "coarse", "fine:mem_usage"]
     cache = None if args.cache_dir is None else str(args.cache_dir)

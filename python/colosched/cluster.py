@@ -18,6 +18,7 @@ each `{"load": float, "tasks": [{"id", "priority", "cpu_request", "cpu_usage", "
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,25 @@ def load(
     return _native.load_trace(str(trace), parts, use_cache, None if cache_dir is None else str(cache_dir))
 
 
+def auto_machines(
+    trace: _native.Trace, spec: str, profile: str = "thesis", usage_seed: int = 0, **params: Any
+) -> tuple[int, float]:
+    """`machines = "auto"` or `"auto:LOAD"`: the fewest machines (a whole number of cells) whose
+    capacity the replay's peak requested CPU fills to at most LOAD (default 1.0, 0.05–10), and
+    that peak in machines. ValueError names `machines` on a bad spec."""
+    word, _, load_text = spec.partition(":")
+    try:
+        load_frac = float(load_text) if load_text else 1.0
+    except ValueError:
+        load_frac = float("nan")
+    if word != "auto" or not 0.05 <= load_frac <= 10:
+        raise ValueError(f"machines: {spec!r} is not a count, 'auto' or 'auto:LOAD' with LOAD 0.05-10")
+    cell = resolve(profile, **params)["cell_size"]
+    peak = _native.peak_cpu_request(trace, profile, params, usage_seed)
+    cells = max(1, math.ceil(peak / load_frac / cell - 1e-9))
+    return cells * cell, peak
+
+
 def expand_policies(policy: PolicyArg | Sequence[PolicyArg]) -> list[PolicyArg]:
     items = [policy] if isinstance(policy, str) or callable(policy) else list(policy)
     out: list[PolicyArg] = []
@@ -99,8 +119,14 @@ def run(
     """
     if seeds < 1:
         raise ValueError("seeds must be at least 1")
-    resolved = resolve(profile, **params, seed=seed, keep_series=keep_series)
     loaded = trace if isinstance(trace, _native.Trace) else load(trace, parts, use_cache, cache_dir)
+    auto = params.get("machines")
+    if isinstance(auto, str):
+        rest = {k: v for k, v in params.items() if k != "machines"}
+        params["machines"], peak = auto_machines(loaded, auto, profile, usage_seed, **rest)
+    resolved = resolve(profile, **params, seed=seed, keep_series=keep_series)
+    if isinstance(auto, str):
+        resolved.update(machines_auto=auto, peak_cpu_request=peak)
     policies = expand_policies(policy)
     seed_list = [seed + i for i in range(seeds)]
     native = {**params, "keep_series": keep_series}

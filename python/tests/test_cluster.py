@@ -212,3 +212,26 @@ def test_every_rust_parameter_has_a_command_line_flag():
     assert cli.sim_params(args) == {"max_moves": 3, "keep_series": False}
     resolved = cluster.resolve("thesis", **cli.sim_params(args))
     assert (resolved["max_moves"], resolved["keep_series"]) == (3, False)
+
+
+def test_machines_auto_sizes_the_cluster_to_the_traces_peak_request(sample, tmp_path, capsys):
+    full = cluster.run(sample, "no_migration", machines="auto")
+    p = full.params
+    cell, peak, n = p["cell_size"], p["peak_cpu_request"], p["machines"]
+    assert p["machines_auto"] == "auto" and full.summary["machines"].to_list() == [n]
+    # The fewest whole cells whose capacity the peak request fits in.
+    assert n % cell == 0 and n - cell < peak <= n, (n, peak)
+    half, _ = cluster.auto_machines(sample, "auto:0.5")
+    assert half - cell < 2 * peak <= half, (half, peak)
+    # The same task set under any sizing: the peak does not depend on the machine count.
+    assert cluster.auto_machines(sample, "auto", machines=7)[1] == pytest.approx(peak)
+    for bad in ("auto:0", "auto:x", "autumn", "auto:11"):
+        with pytest.raises(ValueError, match="machines:"):
+            cluster.auto_machines(sample, bad)
+    # The command line says what it picked.
+    argv = ["sim", "cluster", "--machines", "auto:0.8", "--policy", "no_migration", "--no-report"]
+    assert cli.main([*argv, "--out", str(tmp_path)]) == 0
+    picked = cluster.auto_machines(sample, "auto:0.8")[0]
+    assert f"machines auto:0.8: {picked} (" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["sim", "cluster", "--machines", "auto:0", "--out", str(tmp_path)])

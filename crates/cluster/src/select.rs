@@ -28,6 +28,26 @@ impl Selection {
         self.runs.last().map_or(0, |r| r.submit)
     }
 
+    /// The most CPU the replayed runs request at once, in machines (requests are normalised to
+    /// the largest machine): each run counts from its submission to its end. `--machines auto`
+    /// sizes the cluster by it.
+    pub fn peak_cpu_request(&self) -> f64 {
+        let mut events: Vec<(u32, f64)> = (self.runs.iter())
+            .flat_map(|r| {
+                let c = f64::from(r.cpu_request.max(0.0));
+                [(r.submit, c), (r.end.max(r.submit), -c)]
+            })
+            .collect();
+        // At one instant, runs that end leave before runs that start come.
+        events.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.total_cmp(&b.1)));
+        let (mut now, mut peak) = (0.0f64, 0.0f64);
+        for (_, c) in events {
+            now += c;
+            peak = peak.max(now);
+        }
+        peak
+    }
+
     /// Steps a replay of this selection under `cfg` runs (a drain may add more).
     pub fn steps(&self, cfg: &Config) -> u64 {
         let end = match cfg.until {

@@ -288,6 +288,25 @@ fn step_counter<'a>(
     }
 }
 
+/// The most CPU the runs a replay of `trace` under `profile` and `params` would place request
+/// at once, in machines (`--machines auto` sizes the cluster by it).
+#[pyfunction]
+#[pyo3(signature = (trace, profile, params, usage_seed=0))]
+fn peak_cpu_request(
+    py: Python<'_>,
+    trace: &Trace,
+    profile: &str,
+    params: &Bound<'_, PyDict>,
+    usage_seed: u64,
+) -> PyResult<f64> {
+    let cfg = config_from(profile, params)?;
+    let usage = UsageSource {
+        real: trace.real_usage.clone(),
+        model: UsageModel::calibrated(usage_seed),
+    };
+    Ok(py.detach(|| select(&trace.runs, &usage, &cfg).peak_cpu_request()))
+}
+
 /// Runs every (policy, seed) job over `trace` with `params`. Built-in policies (names) run on
 /// `threads` worker threads; Python callables run one after another holding the GIL as needed.
 /// `progress(done_steps, total_steps)` is called from this thread about ten times a second.
@@ -818,6 +837,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_params, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_jobs, m)?)?;
+    m.add_function(wrap_pyfunction!(peak_cpu_request, m)?)?;
     m.add_function(wrap_pyfunction!(synth_trace, m)?)?;
     m.add_function(wrap_pyfunction!(agent_main, m)?)?;
     m.add_function(wrap_pyfunction!(memwatch_main, m)?)?;

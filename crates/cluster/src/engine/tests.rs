@@ -822,3 +822,23 @@ fn a_window_without_a_usage_row_uses_nothing_in_the_thesis_code() {
     assert!(load(&fill, 299) > 0.0, "the model before the first row");
     assert_eq!(load(&fill, 600), f64::from(0.2_f32));
 }
+
+#[test]
+fn the_peak_request_counts_overlapping_runs_once_each() {
+    // 0.5 over [0, 10), 0.25 over [5, 20), 0.5 over [10, 30): at most 0.75 at once (the first
+    // ends at 10 as the third starts).
+    let sel = crate::Selection {
+        runs: vec![
+            run(1, 0, 10, 0.5, 0),
+            run(2, 5, 15, 0.25, 0),
+            run(3, 10, 20, 0.5, 0),
+        ],
+        ..Default::default()
+    };
+    assert!(
+        (sel.peak_cpu_request() - 0.75).abs() < 1e-9,
+        "{}",
+        sel.peak_cpu_request()
+    );
+    assert_eq!(crate::Selection::default().peak_cpu_request(), 0.0);
+}
