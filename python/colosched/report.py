@@ -515,6 +515,8 @@ _CSS = """
 body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; }
 h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+p.finding { font-size: 1.1em; font-weight: 600; }
+summary h2 { display: inline; border: none; }
 table { border-collapse: collapse; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; vertical-align: top; }
 th { background: #f2f2f2; text-align: left; }
@@ -574,6 +576,57 @@ def _summary_html(agg: pl.DataFrame) -> str:
     )
 
 
+# What the finding compares, against no_migration: (column, label, format of the difference).
+_FINDING = [
+    ("mean_cpu", "mean CPU", "+.3f"),
+    ("gini", "Gini", "+.3f"),
+    ("overcommit", "overcommit", "+.4f"),
+    ("duration", "duration (s)", "+,.0f"),
+]
+
+
+def finding(agg: pl.DataFrame, warning: float | None) -> tuple[str, list[list[str]]]:
+    """The report's first words: one sentence on what the policies did and why, and per policy
+    its moves, network and differences from no_migration (rows of text cells)."""
+    line = f"the warning line ({warning:g})" if warning is not None else "the warning line"
+    moved = agg.filter(pl.col("moves") > 0)
+    base = agg.filter(pl.col("policy") == "no_migration")
+    if moved.height == 0:
+        sentence = (
+            f"No node reached {line} at any step, so no policy had a task to move: every policy's "
+            "figures equal no_migration's. Size the cluster to the trace (--machines auto:LOAD) or "
+            "overbook admission (--overcommit-ratio below 1) to see them act."
+        )
+    else:
+        best = moved.sort("gini").row(0, named=True)
+        sentence = (
+            f"Nodes crossed {line}: {moved.height} of {agg.height} policies moved tasks; "
+            f"{best['policy']} balanced best (Gini {best['gini']:.3f}"
+            + (f" against no_migration's {base['gini'][0]:.3f}" if base.height else "")
+            + f") with {best['moves']:,.0f} moves."
+        )
+    rows = []
+    for r in agg.iter_rows(named=True):
+        cells = [r["policy"], f"{r['moves']:,.0f}", f"{r['net_kbit_s_per_machine']:,.1f}"]
+        for col, _, fmt in _FINDING:
+            cells.append(format(r[col] - base[col][0], fmt) if base.height else "–")
+        rows.append(cells)
+    return sentence, rows
+
+
+def _finding_html(agg: pl.DataFrame, meta: dict | None) -> str:
+    warning = ((meta or {}).get("params") or {}).get("warning_threshold")
+    sentence, rows = finding(agg, warning)
+    head = ["policy", "moves", "net (kbit/s per machine)", *[f"Δ {label}" for _, label, _ in _FINDING]]
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
+    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    return (
+        f'<p class="finding">{_e(sentence)}</p>\n'
+        f'<table class="summary finding">\n<thead><tr>{th}</tr></thead>\n<tbody>{body}</tbody>\n</table>\n'
+        "<p class=\"note\">Δ: the policy's figure minus no_migration's (means over seeds).</p>"
+    )
+
+
 def _figure_html(f: _Figure, source: str = "Thesis") -> str:
     data = base64.b64encode(f.png).decode("ascii")
     name = f"fig{f.key}.png"
@@ -611,11 +664,11 @@ def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: l
         else "One run per policy, so no confidence intervals."
     )
     parts = [
+        "<h2>Finding</h2>",
+        _finding_html(agg, meta),
         '<p class="note">Rebalancing policies replayed on the Google ClusterData2011-2 trace, plotted as the '
         "GiantVM thesis's Figs. 5-4 to 5-9 (spec 000 §4.2). Each caption says what the thesis reported and "
         "what these numbers show.</p>",
-        "<h2>Run</h2>",
-        _meta_html(meta),
         "<h2>Summary</h2>",
         f'<p class="note">{_e(ci_note)} As the thesis defines them: mean CPU is the mean utilisation '
         "of machine capacity, loads clipped at capacity (Gini too); overcommit the mean over steps of the "
@@ -627,6 +680,7 @@ def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: l
     ]
     if notes:
         parts += ["<h2>Notes</h2>", "<ul>", *[f"<li>{_e(n)}</li>" for n in notes], "</ul>"]
+    parts += ["<details>", "<summary><h2>Run parameters</h2></summary>", _meta_html(meta), "</details>"]
     return html_page("colosched cluster report", parts)
 
 

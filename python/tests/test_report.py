@@ -263,3 +263,32 @@ def test_captions_say_when_every_policy_is_equal(report_module, report_inputs, t
     assert "highest mean CPU: all policies equal (0.100)" in page
     assert "lowest Gini: all policies equal (0.300)" in page
     assert "lowest overcommit: all policies equal" not in page, "overcommit still differs"
+
+
+def test_the_page_opens_with_the_finding_and_ends_with_the_parameters(report_module, report_inputs, tmp_path):
+    summary, timeseries, _, _ = report_inputs
+    meta = {"command": "colosched sim cluster", "params": {"warning_threshold": 0.5, "machines": 100}}
+    page = report_module.write_report(tmp_path, summary, timeseries, meta=meta).read_text()
+    headings = re.findall(r"<h2>(.*?)</h2>", page)
+    assert headings[0] == "Finding" and headings[-1] == "Run parameters", headings
+    assert page.index("<details>") > page.index('<figure id="fig5-4">'), "parameters last, collapsed"
+    finding = re.search(r'<p class="finding">(.*?)</p>', page).group(1)
+    moved = summary.filter(pl.col("moves") > 0)["policy"].unique()
+    assert finding.startswith("Nodes crossed the warning line (0.5): ") and f"{moved.len()} of" in finding, (
+        finding
+    )
+    rows = {r[0]: r for r in finding_rows(page)}
+    assert rows["no_migration"][3:] == ["+0.000", "+0.000", "+0.0000", "+0"], rows["no_migration"]
+    agg = report_module.summarize(summary)
+    coarse, base = (agg.filter(pl.col("policy") == p).row(0, named=True) for p in ("coarse", "no_migration"))
+    assert rows["coarse"][4] == format(coarse["gini"] - base["gini"], "+.3f")
+    # Nothing moved: the sentence says why every row is no_migration's.
+    still = summary.with_columns(pl.lit(0).alias("moves"))
+    page = report_module.write_report(tmp_path, still, timeseries, meta=meta).read_text()
+    assert "No node reached the warning line (0.5) at any step" in page
+
+
+def finding_rows(page: str) -> list[list[str]]:
+    table = re.search(r'<table class="summary finding">(.*?)</table>', page, re.S).group(1)
+    body = re.search(r"<tbody>(.*?)</tbody>", table, re.S).group(1)
+    return [re.findall(r"<td>(.*?)</td>", row) for row in re.findall(r"<tr>(.*?)</tr>", body)]
