@@ -74,7 +74,9 @@ fn ia_is_fairer_than_credit_on_serial_programs() {
 fn a_gang_of_siblings_with_sr_left_keeps_serial_vms_at_credits_pace_on_a_symmetric_host() {
     // The paper's overhead claim (serial programs within 2 % of Credit on a symmetric host)
     // holds only when siblings without SR stay out of the gang: the gang as built makes W2's
-    // serial mcf several times slower there (docs/host-sim.md, "Spec 001's experiment").
+    // serial mcf slower there (docs/host-sim.md, "Spec 001's experiment"). It made it 3.8 ×
+    // slower (at 4 s) before a gang was decided by its VM's mean SR (issue 26); since then
+    // 1.45 ×, which still fails the paper's claim.
     use colosched_host::run::run_with;
     use colosched_host::sim::sched::{Ia, IaSchedParams};
     use colosched_host::sim::Topology;
@@ -92,7 +94,7 @@ fn a_gang_of_siblings_with_sr_left_keeps_serial_vms_at_credits_pace_on_a_symmetr
     let with_sr = serial_ratios(true);
     let worst = |xs: &[f64]| xs.iter().cloned().fold(0.0, f64::max);
     assert!(worst(&with_sr) < 1.05, "siblings with SR: {with_sr:?}");
-    assert!(worst(&every) > 1.5, "every sibling: {every:?}");
+    assert!(worst(&every) > 1.2, "every sibling: {every:?}");
 }
 
 #[test]
