@@ -8,11 +8,19 @@
 //!   host's SR, queues are reordered.
 //! - Consumption (Algorithm 3): a running vCPU's SR falls by SF × SR_unit per slot of its core,
 //!   charged in proportion to the time it ran (so a vCPU that blocks mid-slot pays part).
-//! - Selection (Algorithm 4) at the start of every slot: a vCPU whose SR is exhausted (≤ 0) gives
-//!   the core to the first local vCPU with SR > 0 (queue1, queue2, queue3), else one stolen from
-//!   a same-class core (its queue1, 2, 3), else from an other-class core (its queue3, 2, 1). If no
-//!   vCPU anywhere has SR left, the core stays work-conserving: the local head, else any waiting
-//!   vCPU (open question 4). A stolen vCPU never joins a core that holds a sibling (principle 1).
+//! - A co-scheduled VM's vCPUs are decided by one balance, the mean SR of its vCPUs
+//!   (`gang_balance`): wherever this page says "SR" for such a vCPU, read its gang's.
+//! - Fast-core shares (`settle_fast_shares`, every cycle): the fast-core time handed to the VMs
+//!   that may use fast cores (`shares_fast_cores`) is split among them by weight, and each VM's
+//!   owed balance is kept. SR buys equal work; equal work *and* equal CPU time need equal
+//!   fast-core time (issue 26).
+//! - Selection (Algorithm 4) at the start of every slot: a vCPU whose SR is exhausted (≤ 0), or
+//!   that holds a fast core its VM is owed no time on (`fits_core`), gives the core to the first
+//!   local vCPU with SR > 0 that fits the core (queue1, queue2, queue3), else one stolen from a
+//!   same-class core (its queue1, 2, 3), else from an other-class core (its queue3, 2, 1); then
+//!   the same for any vCPU with SR > 0. If no vCPU anywhere has SR left, the core stays
+//!   work-conserving: the local head, else any waiting vCPU (open question 4). A stolen vCPU
+//!   never joins a core that holds a sibling (principle 1).
 //! - Co-scheduling (Algorithm 5): when a vCPU of a parallel VM is selected, each sibling waiting
 //!   in its own core's queue is run there at once, for one slot, unless that core already serves
 //!   another gang this slot (first come, first served: open question 5). A sibling that wakes
