@@ -328,6 +328,41 @@ pub fn fits_core(core: CoreClass, shares_fast: bool, fast_owed: f64) -> bool {
     core == CoreClass::Slow || !shares_fast || fast_owed > 0.0
 }
 
+/// A vCPU running on a core, as a waking vCPU that might take that core sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Runner {
+    pub core: usize,
+    /// Its SR (its gang's, `gang_balance`, for a co-scheduled VM).
+    pub balance: f64,
+    /// It runs in a gang: a sibling of it is running too.
+    pub in_gang: bool,
+    /// It belongs to a co-scheduled VM.
+    pub parallel: bool,
+    /// The core is of the other class than the waking vCPU's own core.
+    pub other_class: bool,
+}
+
+/// Where a vCPU that wakes with SR left (`waker` > 0), and can run neither on its own core nor
+/// on an idle one, goes: the core of a runner whose SR is exhausted (≤ 0), if any. Algorithm 4
+/// puts SR > 0 first at every slot; without this a vCPU woken at a barrier, whose core another
+/// gang holds, waits while vCPUs without SR keep theirs: two gangs split over the same two cores
+/// take turns there, one vCPU each, never running together, while a VM far overdrawn keeps the
+/// fast cores (spec001-fair-facesim: SCT spread 0.445). Among runners without SR it takes the
+/// one whose stop costs least: a serial vCPU before a parallel one running alone before a gang
+/// member (its siblings would spin), a core of its own class before the other (its siblings
+/// run there), then the least SR.
+pub fn core_to_displace(waker: f64, runners: impl IntoIterator<Item = Runner>) -> Option<usize> {
+    if waker <= 0.0 {
+        return None;
+    }
+    let cost = |r: &Runner| (r.in_gang, r.parallel, r.other_class);
+    runners
+        .into_iter()
+        .filter(|r| r.balance <= 0.0)
+        .min_by(|a, b| cost(a).cmp(&cost(b)).then(a.balance.total_cmp(&b.balance)))
+        .map(|r| r.core)
+}
+
 /// The three run queues of a core (Sec. 3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RunQueue {
@@ -655,6 +690,35 @@ mod tests {
         assert!(!fits_core(CoreClass::Fast, true, 0.0));
         assert!(fits_core(CoreClass::Fast, false, -9.0));
         assert!(fits_core(CoreClass::Slow, true, -9.0));
+    }
+
+    #[test]
+    fn a_waker_with_sr_takes_the_cheapest_core_of_a_runner_without_sr() {
+        let r = |core, balance, in_gang, parallel, other_class| Runner {
+            core,
+            balance,
+            in_gang,
+            parallel,
+            other_class,
+        };
+        let runners = [
+            r(0, -9.0, true, true, false),
+            r(1, -1.0, false, true, false),
+            r(2, 5.0, false, false, false),
+            r(3, -0.5, false, false, true),
+            r(4, -2.0, false, false, true),
+        ];
+        // A serial runner first (the most overdrawn of them), whatever its class.
+        assert_eq!(core_to_displace(1.0, runners), Some(4));
+        // Among serial runners, one on the waker's class first.
+        let same = [runners[3], r(5, 0.0, false, false, false)];
+        assert_eq!(core_to_displace(1.0, same), Some(5));
+        // Then a parallel vCPU running alone, then a gang member; never one with SR left.
+        assert_eq!(core_to_displace(1.0, [runners[0], runners[1]]), Some(1));
+        assert_eq!(core_to_displace(1.0, [runners[0], runners[2]]), Some(0));
+        assert_eq!(core_to_displace(1.0, [runners[2]]), None);
+        // A waker without SR takes nobody's core.
+        assert_eq!(core_to_displace(0.0, runners), None);
     }
 
     #[test]

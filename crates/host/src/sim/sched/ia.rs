@@ -27,13 +27,15 @@
 //!   while another is running joins the gang the same way. Gang members pay SR by their own core's
 //!   SF, SR or not (`gang_needs_sr` keeps those without SR out). Program type comes from the
 //!   workload (open question 6).
-//! - Wake-ups do not preempt otherwise (no BOOST); an idle core is kicked to steal.
+//! - Wake-ups do not preempt otherwise (no BOOST): an idle core is kicked to steal, and if there
+//!   is none, a vCPU that wakes with SR left (a serial one, or one whose gang is running) takes
+//!   the core of a runner without SR (`core_to_displace`) that fits it and holds no sibling.
 
 use super::{Dispatch, Scheduler, Stop};
 use crate::decide::ia::{
-    fits_core, gang_balance, initial_mapping, queue_for, refill, reorder_by_sr, settle_fast_shares,
-    shares_fast_cores, sr_increment, sr_total, steal_order, CoreClass, IaParams, MappingError,
-    Platform, RunQueue, VmShape, LOCAL_ORDER,
+    core_to_displace, fits_core, gang_balance, initial_mapping, queue_for, refill, reorder_by_sr,
+    settle_fast_shares, shares_fast_cores, sr_increment, sr_total, steal_order, CoreClass,
+    IaParams, MappingError, Platform, RunQueue, Runner, VmShape, LOCAL_ORDER,
 };
 use crate::sim::model::{ms, CoreId, Nanos, Topology, VcpuId, Workload};
 
@@ -264,16 +266,18 @@ impl Ia {
         self.cores[core].current.is_none()
     }
 
-    fn kick_an_idle_core(&mut self, from: CoreId) {
+    /// Kicks the first idle core after `from` that is not kicked yet; whether there was one.
+    fn kick_an_idle_core(&mut self, from: CoreId) -> bool {
         let n = self.usable.len();
         let start = self.usable.iter().position(|&c| c == from).unwrap_or(0);
         for i in 1..=n {
             let c = self.usable[(start + i) % n];
             if self.is_idle(c) && !self.cores[c].kicked {
                 self.kick(c);
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// Algorithm 3, continuously: SF × SR_unit per slot, for the time run since last charged.
@@ -378,6 +382,14 @@ impl Ia {
         None
     }
 
+    /// Whether `v` belongs to a co-scheduled VM and a sibling of it is running.
+    fn in_running_gang(&self, v: VcpuId) -> bool {
+        let vm = self.vcpus[v].vm;
+        self.params.coschedule
+            && self.parallel[vm]
+            && (self.vm_vcpus[vm].iter()).any(|&s| s != v && self.vcpus[s].running)
+    }
+
     /// Whether `core` may run a member of `vm`'s gang now: it serves no gang this slot, or it
     /// serves `vm`'s (a member that blocked at a barrier and woke comes back), and no other
     /// member is already on its way.
@@ -420,6 +432,39 @@ impl Ia {
         }
     }
 
+    /// A waking `v` that cannot run on its own core (nor on an idle one) takes the core of a
+    /// runner without SR (`core_to_displace`), if it has SR left and that core fits it
+    /// (`fits_core`), holds none of its siblings and expects no other vCPU.
+    fn displace(&mut self, now: Nanos, v: VcpuId) {
+        let vm = self.vcpus[v].vm;
+        let runners: Vec<Runner> = (self.usable.iter())
+            .filter(|&&c| {
+                self.cores[c].forced.is_none() && self.fits(c, v) && !self.holds_sibling(c, vm, v)
+            })
+            .filter_map(|&c| {
+                let r = self.cores[c].current?;
+                Some(Runner {
+                    core: c,
+                    balance: self.balance(r),
+                    in_gang: self.in_running_gang(r),
+                    parallel: self.params.coschedule && self.parallel[self.vcpus[r].vm],
+                    other_class: self.class[c] != self.class[self.vcpus[v].core],
+                })
+            })
+            .collect();
+        let Some(c) = core_to_displace(self.balance(v), runners) else {
+            return;
+        };
+        self.dequeue(self.vcpus[v].core, v);
+        self.enqueue(c, v);
+        self.cores[c].forced = Some(v);
+        if self.params.coschedule && self.parallel[vm] {
+            self.cores[c].gang_until = now + self.slot_ns();
+            self.cores[c].gang_vm = Some(vm);
+        }
+        self.kick(c);
+    }
+
     fn start(&mut self, core: CoreId, v: VcpuId, now: Nanos) -> Dispatch {
         self.vcpus[v].core = core;
         self.vcpus[v].running = true;
@@ -459,15 +504,8 @@ impl Scheduler for Ia {
             return;
         }
         let vm = self.vcpus[v].vm;
-        let gang_running = self.vm_vcpus[vm]
-            .iter()
-            .any(|&s| s != v && self.vcpus[s].running);
-        if self.params.coschedule
-            && self.parallel[vm]
-            && gang_running
-            && self.may_join(v)
-            && self.free_for_gang(core, vm, now)
-        {
+        let gang_running = self.in_running_gang(v);
+        if gang_running && self.may_join(v) && self.free_for_gang(core, vm, now) {
             let until = now + self.slot_ns();
             let c = &mut self.cores[core];
             c.forced = Some(v);
@@ -476,8 +514,8 @@ impl Scheduler for Ia {
                 c.gang_vm = Some(vm);
             }
             self.kick(core);
-        } else {
-            self.kick_an_idle_core(core);
+        } else if !self.kick_an_idle_core(core) && (gang_running || !self.parallel[vm]) {
+            self.displace(now, v);
         }
     }
 
