@@ -1183,7 +1183,7 @@ fn worst_from_mean(xs: &[f64]) -> f64 {
 /// slots) while the slow one's piled up behind barriers, and the parallel VMs held 1.3–2.1 s
 /// of fast-core time each against 0.3–0.75 s for the serial ones. Now (seeds 1–4, 10 s,
 /// `cargo test --release -p colosched-host --lib many_equal_gangs -- --nocapture`): CPU time
-/// 3.1–4.1 % off the mean, scaled 0.8–1.0 %, parallel 0.977–0.997 × Credit.
+/// 2.9–3.5 % off the mean, scaled 0.4–0.9 %, parallel 0.969–0.998 × Credit.
 #[test]
 fn ia_is_fair_among_many_equal_gangs_and_keeps_its_lead_on_parallel_programs() {
     let sc = many_gangs(10_000.0);
