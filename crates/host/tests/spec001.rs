@@ -71,10 +71,32 @@ fn ia_is_fairer_than_credit_on_serial_programs() {
 }
 
 #[test]
+fn ia_keeps_equal_parallel_vms_fairer_than_credit_on_the_fairness_presets() {
+    // Fig. 6 on the parallel programs, on the presets' 20 s. main (dd0948e) measured an SCT
+    // spread of 0.010 (blackscholes) and 0.023 (fluidanimate) against Credit's ≈ 0.18, and 0.238
+    // on facesim, where 5 gangs on 8 cores split over shared cores; issue 26's first change made
+    // facesim 0.445 (one VM kept the fast cores). Bound: 0.05, twice main's worst figure where
+    // its gangs did not split, and under a third of Credit's.
+    for name in FAIRNESS.iter().filter(|f| {
+        f.ends_with("blackscholes") || f.ends_with("fluidanimate") || f.ends_with("facesim")
+    }) {
+        let sc = scenario(name, None);
+        let credit = sct_spread(&run(&sc, "credit", 1).unwrap());
+        let ia = sct_spread(&run(&sc, "ia", 1).unwrap());
+        assert!(
+            ia < 0.05 && ia < credit / 3.0,
+            "{name}: IA {ia:.3} vs Credit {credit:.3}"
+        );
+    }
+}
+
+#[test]
 fn a_gang_of_siblings_with_sr_left_keeps_serial_vms_at_credits_pace_on_a_symmetric_host() {
     // The paper's overhead claim (serial programs within 2 % of Credit on a symmetric host)
     // holds only when siblings without SR stay out of the gang: the gang as built makes W2's
-    // serial mcf several times slower there (docs/host-sim.md, "Spec 001's experiment").
+    // serial mcf slower there (docs/host-sim.md, "Spec 001's experiment"). It made it 3.8 ×
+    // slower (at 4 s) before a gang was decided by its VM's mean SR (issue 26); since then
+    // 1.45 ×, which still fails the paper's claim.
     use colosched_host::run::run_with;
     use colosched_host::sim::sched::{Ia, IaSchedParams};
     use colosched_host::sim::Topology;
@@ -92,7 +114,7 @@ fn a_gang_of_siblings_with_sr_left_keeps_serial_vms_at_credits_pace_on_a_symmetr
     let with_sr = serial_ratios(true);
     let worst = |xs: &[f64]| xs.iter().cloned().fold(0.0, f64::max);
     assert!(worst(&with_sr) < 1.05, "siblings with SR: {with_sr:?}");
-    assert!(worst(&every) > 1.5, "every sibling: {every:?}");
+    assert!(worst(&every) > 1.2, "every sibling: {every:?}");
 }
 
 #[test]

@@ -283,6 +283,86 @@ pub fn consume(sr: f64, sf: f64, params: &IaParams) -> f64 {
     sr - sf * params.sr_unit
 }
 
+/// The balance that decides for a vCPU of a co-scheduled (parallel) VM: the mean SR of its
+/// vCPUs (open question 5). Its vCPUs run as one gang, so the gang is selected, kept and queued
+/// by what the VM as a whole has left. Per-vCPU balances split a gang's fate: a sibling forced
+/// into gang slots on a fast core pays SF for each and sinks below zero while the other,
+/// blocked at barriers, piles up SR it cannot spend without that sibling (issue 26: +50 and
+/// −47 slots on one VM after 10 s).
+pub fn gang_balance(sr: &[f64]) -> f64 {
+    if sr.is_empty() {
+        return 0.0;
+    }
+    sr.iter().sum::<f64>() / sr.len() as f64
+}
+
+/// Whether a VM takes part in fast-core shares: its vCPUs may use fast cores without breaking
+/// principle 1. A serial VM's vCPUs are scheduled one by one, so any of them may run on a fast
+/// core; a co-scheduled VM only when its gang fits the fast class (|P| ≤ N(FC)).
+pub fn shares_fast_cores(vcpus: usize, coscheduled: bool, n_fast: usize) -> bool {
+    n_fast > 0 && (!coscheduled || vcpus <= n_fast)
+}
+
+/// Fast-core shares, settled once per cycle (with Algorithm 2). SR buys equal *work*, so a VM
+/// given more fast-core time than another of equal weight gets less CPU *time* for the same
+/// work; equal work and equal time together need equal fast-core time. The fast-core time
+/// `received` this cycle by the `active` VMs (those that ran and share fast cores) is split
+/// among them by weight; each one's `owed` balance grows by its part and falls by what it got.
+/// Zero-sum over the active VMs; the others' balances are left as they are.
+pub fn settle_fast_shares(owed: &mut [f64], received: &[f64], weight: &[f64], active: &[bool]) {
+    let members = || (0..owed.len()).filter(|&i| active[i]);
+    let total: f64 = members().map(|i| received[i]).sum();
+    let weights: f64 = members().map(|i| weight[i]).sum();
+    if weights <= 0.0 {
+        return;
+    }
+    for i in members() {
+        owed[i] += total * weight[i] / weights - received[i];
+    }
+}
+
+/// Whether a vCPU with SR left may take (or keep past its slot) a core of class `core`, as far
+/// as fast-core shares go: a fast core goes first to a VM that is owed fast-core time; VMs that
+/// take no part in the shares, and slow cores, are not restricted.
+pub fn fits_core(core: CoreClass, shares_fast: bool, fast_owed: f64) -> bool {
+    core == CoreClass::Slow || !shares_fast || fast_owed > 0.0
+}
+
+/// A vCPU running on a core, as a waking vCPU that might take that core sees it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Runner {
+    pub core: usize,
+    /// Its SR (its gang's, `gang_balance`, for a co-scheduled VM).
+    pub balance: f64,
+    /// It runs in a gang: a sibling of it is running too.
+    pub in_gang: bool,
+    /// It belongs to a co-scheduled VM.
+    pub parallel: bool,
+    /// The core is of the other class than the waking vCPU's own core.
+    pub other_class: bool,
+}
+
+/// Where a vCPU that wakes with SR left (`waker` > 0), and can run neither on its own core nor
+/// on an idle one, goes: the core of a runner whose SR is exhausted (≤ 0), if any. Algorithm 4
+/// puts SR > 0 first at every slot; without this a vCPU woken at a barrier, whose core another
+/// gang holds, waits while vCPUs without SR keep theirs: two gangs split over the same two cores
+/// take turns there, one vCPU each, never running together, while a VM far overdrawn keeps the
+/// fast cores (spec001-fair-facesim: SCT spread 0.445). Among runners without SR it takes the
+/// one whose stop costs least: a serial vCPU before a parallel one running alone before a gang
+/// member (its siblings would spin), a core of its own class before the other (its siblings
+/// run there), then the least SR.
+pub fn core_to_displace(waker: f64, runners: impl IntoIterator<Item = Runner>) -> Option<usize> {
+    if waker <= 0.0 {
+        return None;
+    }
+    let cost = |r: &Runner| (r.in_gang, r.parallel, r.other_class);
+    runners
+        .into_iter()
+        .filter(|r| r.balance <= 0.0)
+        .min_by(|a, b| cost(a).cmp(&cost(b)).then(a.balance.total_cmp(&b.balance)))
+        .map(|r| r.core)
+}
+
 /// The three run queues of a core (Sec. 3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum RunQueue {
@@ -565,6 +645,80 @@ mod tests {
             steal_order(CoreClass::Slow, CoreClass::Fast),
             [OtherClass, TooWide, HomeClass]
         );
+    }
+
+    #[test]
+    fn a_gang_is_decided_by_its_mean_balance() {
+        assert_eq!(gang_balance(&[50.0, -47.0]), 1.5);
+        assert_eq!(gang_balance(&[2.0, -3.0]), -0.5);
+        assert_eq!(gang_balance(&[]), 0.0);
+    }
+
+    #[test]
+    fn fast_core_shares_are_split_by_weight_among_active_vms() {
+        // Three VMs; VM 2 did not run. 30 ms of fast time went 20 to VM 0, 10 to VM 1, weights
+        // 1 : 2: VM 0 is owed 10 − 20 = −10, VM 1 20 − 10 = +10; VM 2 keeps its balance.
+        let mut owed = vec![0.0, 0.0, 5.0];
+        settle_fast_shares(
+            &mut owed,
+            &[20.0, 10.0, 0.0],
+            &[1.0, 2.0, 1.0],
+            &[true, true, false],
+        );
+        assert_eq!(owed, vec![-10.0, 10.0, 5.0]);
+        // Zero-sum: the next cycle VM 1 takes all 30 at equal weights: −10 + 15, 10 + 15 − 30.
+        settle_fast_shares(
+            &mut owed,
+            &[0.0, 30.0, 0.0],
+            &[1.0, 1.0, 1.0],
+            &[true, true, false],
+        );
+        assert_eq!(owed, vec![5.0, -5.0, 5.0]);
+        // Nobody active: nothing moves.
+        settle_fast_shares(&mut owed, &[1.0, 1.0, 1.0], &[1.0; 3], &[false; 3]);
+        assert_eq!(owed, vec![5.0, -5.0, 5.0]);
+    }
+
+    #[test]
+    fn who_shares_the_fast_cores_and_who_may_take_one() {
+        // Serial VMs of any width; gangs only if they fit the fast class; nobody without one.
+        assert!(shares_fast_cores(8, false, 2));
+        assert!(shares_fast_cores(2, true, 2));
+        assert!(!shares_fast_cores(3, true, 2));
+        assert!(!shares_fast_cores(1, false, 0));
+        assert!(fits_core(CoreClass::Fast, true, 0.5));
+        assert!(!fits_core(CoreClass::Fast, true, 0.0));
+        assert!(fits_core(CoreClass::Fast, false, -9.0));
+        assert!(fits_core(CoreClass::Slow, true, -9.0));
+    }
+
+    #[test]
+    fn a_waker_with_sr_takes_the_cheapest_core_of_a_runner_without_sr() {
+        let r = |core, balance, in_gang, parallel, other_class| Runner {
+            core,
+            balance,
+            in_gang,
+            parallel,
+            other_class,
+        };
+        let runners = [
+            r(0, -9.0, true, true, false),
+            r(1, -1.0, false, true, false),
+            r(2, 5.0, false, false, false),
+            r(3, -0.5, false, false, true),
+            r(4, -2.0, false, false, true),
+        ];
+        // A serial runner first (the most overdrawn of them), whatever its class.
+        assert_eq!(core_to_displace(1.0, runners), Some(4));
+        // Among serial runners, one on the waker's class first.
+        let same = [runners[3], r(5, 0.0, false, false, false)];
+        assert_eq!(core_to_displace(1.0, same), Some(5));
+        // Then a parallel vCPU running alone, then a gang member; never one with SR left.
+        assert_eq!(core_to_displace(1.0, [runners[0], runners[1]]), Some(1));
+        assert_eq!(core_to_displace(1.0, [runners[0], runners[2]]), Some(0));
+        assert_eq!(core_to_displace(1.0, [runners[2]]), None);
+        // A waker without SR takes nobody's core.
+        assert_eq!(core_to_displace(0.0, runners), None);
     }
 
     #[test]

@@ -1088,16 +1088,23 @@ fn a_network_vm_without_cpu_work_drains_at_the_offered_rate_whatever_the_quantum
 /// Megabits per 1500-byte packet.
 const PACKET_MBIT: f64 = super::net::PACKET_BITS / 1e6;
 
-/// Issue 26's many-gangs host: 2 fast cores (speed 2) and 6 slow ones, 9 parallel VMs (facesim:
-/// 250 phases of 2 ms, 1 ms spins) and 9 serial ones, every VM 2 vCPUs of equal weight,
-/// interleaved, with drawn start order and program lengths.
-fn many_gangs(horizon_ms: f64) -> Scenario {
-    let mut host = Host::with_speeds(&[2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0]);
+/// A host of `speeds` with `n` VMs of `width` vCPUs and equal weight: every `k`-th a parallel
+/// program (500 ms of work per thread in phases of `phase_ms`, spinning `spin_us` at barriers),
+/// the others serial (500 ms, memory intensity 0.2), with drawn start order and program lengths.
+fn equal_vms(
+    speeds: &[f64],
+    n: usize,
+    width: usize,
+    k: usize,
+    phase_ms: f64,
+    spin_us: f64,
+) -> Scenario {
+    let mut host = Host::with_speeds(speeds);
     host.migration_warmup_ms = 0.5;
-    let vms = (0..18)
+    let vms = (0..n)
         .map(|i| {
-            let workload = if i % 2 == 0 {
-                parallel(250, 2.0, 1000.0)
+            let workload = if i % k == 0 {
+                parallel((500.0 / phase_ms) as u32, phase_ms, spin_us)
             } else {
                 Workload::Serial {
                     work_ms: 500.0,
@@ -1107,17 +1114,29 @@ fn many_gangs(horizon_ms: f64) -> Scenario {
             Vm {
                 repeat: true,
                 work_cv: 0.2,
-                ..Vm::new(&format!("vm{i}"), 2, workload)
+                ..Vm::new(&format!("vm{i}"), width, workload)
             }
         })
         .collect();
     Scenario {
-        name: "many-gangs".into(),
-        horizon_ms,
+        name: "equal-vms".into(),
+        horizon_ms: 10_000.0,
         net_quantum_ms: 1.0,
         shuffle_start: true,
         host,
         vms,
+    }
+}
+
+/// Issue 26's many-gangs host: 2 fast cores (speed 2) and 6 slow ones, 9 parallel VMs (facesim:
+/// 250 phases of 2 ms, 1 ms spins) and 9 serial ones, every VM 2 vCPUs of equal weight,
+/// interleaved, with drawn start order and program lengths.
+fn many_gangs(horizon_ms: f64) -> Scenario {
+    let speeds = [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    Scenario {
+        name: "many-gangs".into(),
+        horizon_ms,
+        ..equal_vms(&speeds, 18, 2, 2, 2.0, 1000.0)
     }
 }
 
@@ -1153,31 +1172,25 @@ fn worst_from_mean(xs: &[f64]) -> f64 {
 }
 
 /// Issue 26: with more gangs than cores, IA keeps every equal-weight VM's CPU time within 10 %
-/// of the mean (spec 001's fairness among equal weights) and still runs the parallel programs
-/// faster than Credit.
+/// of the mean and its scaled CPU (time × core speed, the SR it consumed) too, and still runs
+/// the parallel programs faster than Credit.
 ///
-/// Not met yet (seeds 1–4, 10 s, `cargo test --release -p colosched-host --lib many_equal_gangs
-/// -- --ignored --nocapture`): main's IA is 15.6–27.5 % off the mean CPU time (11.7 %–13.1 % in
-/// scaled CPU) and 1.03–1.07 × Credit on the parallel programs. Tried (issue 26, reverted; see
-/// docs/host-sim.md): a waking vCPU with SR ending the slot of one without → CPU 23.6–37.6 %,
-/// scaled 4.4–35 %, parallel 0.97–1.03 ×; that plus `gang_needs_sr` → scaled within 1.5 %,
-/// parallel 0.95–0.98 ×, but CPU still 13–20 % off (SR buys equal work, so a VM kept on the
-/// fast cores gets half the time) and W1–W4's parallel programs lose their lead (geomean 0.83
-/// → 1.08 × Credit).
+/// Both are IA's guarantee among equal weights (docs/host-sim.md, "Fairness among equal
+/// weights"): SR equalises work (scaled CPU), and fast-core shares equalise each VM's
+/// fast-core time, so CPU time is equal as well. Before (main at dd0948e): CPU time 15.6–27.5 %
+/// off the mean, scaled 9.5–13.1 %, parallel 1.03–1.07 × Credit — the parallel VMs' gangs
+/// were split over a fast and a slow core, the fast sibling's SR sank (it paid SF for gang
+/// slots) while the slow one's piled up behind barriers, and the parallel VMs held 1.3–2.1 s
+/// of fast-core time each against 0.3–0.75 s for the serial ones. Now (seeds 1–4, 10 s,
+/// `cargo test --release -p colosched-host --lib many_equal_gangs -- --nocapture`): CPU time
+/// 2.9–3.5 % off the mean, scaled 0.4–0.9 %, parallel 0.969–0.998 × Credit.
 #[test]
-#[ignore = "IA does not meet it yet: CPU time 16-28 % off the mean, parallel 1.03-1.07 x Credit (see doc comment)"]
 fn ia_is_fair_among_many_equal_gangs_and_keeps_its_lead_on_parallel_programs() {
     let sc = many_gangs(10_000.0);
     let mut failures = Vec::new();
     for seed in 1..=4 {
         let (time, scaled) = ia_cpu_per_vm(&sc, seed);
-        let ia = crate::run::run(&sc, "ia", seed).unwrap();
-        let credit = crate::run::run(&sc, "credit", seed).unwrap();
-        let parallel: Vec<f64> = crate::spec001::normalised(&ia, &credit)
-            .into_iter()
-            .filter_map(|(p, x)| p.then_some(x))
-            .collect();
-        let ratio = crate::spec001::geomean(&parallel);
+        let ratio = ia_over_credit_on_parallel(&sc, seed);
         let (wt, ws) = (worst_from_mean(&time), worst_from_mean(&scaled));
         println!(
             "seed {seed}: worst from mean: cpu {:.1} %, scaled cpu {:.1} %; \
@@ -1185,10 +1198,79 @@ fn ia_is_fair_among_many_equal_gangs_and_keeps_its_lead_on_parallel_programs() {
             100.0 * wt,
             100.0 * ws
         );
-        if wt > 0.10 || ratio >= 1.0 {
+        if wt > 0.10 || ws > 0.10 || ratio >= 1.0 {
             failures.push(format!(
                 "seed {seed}: cpu {wt:.3}, scaled {ws:.3}, ratio {ratio:.3}"
             ));
+        }
+    }
+    assert!(failures.is_empty(), "{failures:?}");
+}
+
+/// The geometric mean over the parallel programs of IA's completion time over Credit's.
+fn ia_over_credit_on_parallel(sc: &Scenario, seed: u64) -> f64 {
+    let ia = crate::run::run(sc, "ia", seed).unwrap();
+    let credit = crate::run::run(sc, "credit", seed).unwrap();
+    let parallel: Vec<f64> = crate::spec001::normalised(&ia, &credit)
+        .into_iter()
+        .filter_map(|(p, x)| p.then_some(x))
+        .collect();
+    crate::spec001::geomean(&parallel)
+}
+
+/// Issue 26's fairness on hosts the change was not tuned on (written after it, run once):
+/// other sizes, core speeds, VM widths and programs, seeds 1–3. Every VM's CPU time and scaled
+/// CPU within 10 % of the mean, except where the guarantee does not reach: on one fast core a
+/// 2-vCPU gang cannot run on the fast class (principle 1), takes no fast-core share and gets
+/// only slow-core time, so more CPU time for its equal work; there the serial VMs' CPU time and
+/// everyone's scaled CPU are checked. The parallel lead over Credit is checked only on the host
+/// with 20 ms phases: with 1–2 ms phases IA does not keep it there, before or after the change
+/// (docs/host-sim.md, "Fairness among equal weights").
+#[test]
+fn ia_keeps_equal_weight_vms_fair_on_hosts_it_was_not_tuned_on() {
+    let fast2 = [1.8, 1.8, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    let fast3 = [1.5, 1.5, 1.5, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    let speed2 = [2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0];
+    // (scenario, whether the lead is asserted)
+    let cases = [
+        (equal_vms(&fast2, 24, 2, 2, 1.0, 1000.0), false),
+        (equal_vms(&speed2, 12, 2, 3, 20.0, 200.0), true),
+        (equal_vms(&fast3, 16, 3, 2, 2.0, 1000.0), false),
+        (
+            equal_vms(&[2.0, 1.0, 1.0, 1.0], 12, 2, 3, 10.0, 1000.0),
+            false,
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (case, (sc, lead)) in cases.iter().enumerate() {
+        for seed in 1..=3 {
+            let (time, scaled) = ia_cpu_per_vm(sc, seed);
+            let ratio = ia_over_credit_on_parallel(sc, seed);
+            let n_fast = sc.host.cores.iter().filter(|c| c.speed > 1.0).count();
+            let covered: Vec<f64> = (0..sc.vms.len())
+                .filter(|&i| {
+                    crate::decide::ia::shares_fast_cores(
+                        sc.vms[i].vcpus,
+                        matches!(sc.vms[i].workload, Workload::Parallel { .. }),
+                        n_fast,
+                    )
+                })
+                .map(|i| time[i])
+                .collect();
+            let (wt, ws) = (worst_from_mean(&covered), worst_from_mean(&scaled));
+            println!(
+                "case {case} seed {seed}: cpu {:.1} % ({} of {} VMs), scaled {:.1} %, \
+                 parallel ia/credit {ratio:.3}",
+                100.0 * wt,
+                covered.len(),
+                sc.vms.len(),
+                100.0 * ws
+            );
+            if wt > 0.10 || ws > 0.10 || (*lead && ratio >= 1.0) {
+                failures.push(format!(
+                    "case {case} seed {seed}: cpu {wt:.3}, scaled {ws:.3}, ratio {ratio:.3}"
+                ));
+            }
         }
     }
     assert!(failures.is_empty(), "{failures:?}");

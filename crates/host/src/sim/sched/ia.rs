@@ -8,23 +8,34 @@
 //!   host's SR, queues are reordered.
 //! - Consumption (Algorithm 3): a running vCPU's SR falls by SF × SR_unit per slot of its core,
 //!   charged in proportion to the time it ran (so a vCPU that blocks mid-slot pays part).
-//! - Selection (Algorithm 4) at the start of every slot: a vCPU whose SR is exhausted (≤ 0) gives
-//!   the core to the first local vCPU with SR > 0 (queue1, queue2, queue3), else one stolen from
-//!   a same-class core (its queue1, 2, 3), else from an other-class core (its queue3, 2, 1). If no
-//!   vCPU anywhere has SR left, the core stays work-conserving: the local head, else any waiting
-//!   vCPU (open question 4). A stolen vCPU never joins a core that holds a sibling (principle 1).
+//! - A co-scheduled VM's vCPUs are decided by one balance, the mean SR of its vCPUs
+//!   (`gang_balance`): wherever this page says "SR" for such a vCPU, read its gang's.
+//! - Fast-core shares (`settle_fast_shares`, every cycle): the fast-core time handed to the VMs
+//!   that may use fast cores (`shares_fast_cores`) is split among them by weight, and each VM's
+//!   owed balance is kept. SR buys equal work; equal work *and* equal CPU time need equal
+//!   fast-core time (issue 26).
+//! - Selection (Algorithm 4) at the start of every slot: a vCPU whose SR is exhausted (≤ 0), or
+//!   that holds a fast core its VM is owed no time on (`fits_core`), gives the core to the first
+//!   local vCPU with SR > 0 that fits the core (queue1, queue2, queue3), else one stolen from a
+//!   same-class core (its queue1, 2, 3), else from an other-class core (its queue3, 2, 1); then
+//!   the same for any vCPU with SR > 0. If no vCPU anywhere has SR left, the core stays
+//!   work-conserving: the local head, else any waiting vCPU (open question 4). A stolen vCPU
+//!   never joins a core that holds a sibling (principle 1).
 //! - Co-scheduling (Algorithm 5): when a vCPU of a parallel VM is selected, each sibling waiting
 //!   in its own core's queue is run there at once, for one slot, unless that core already serves
 //!   another gang this slot (first come, first served: open question 5). A sibling that wakes
 //!   while another is running joins the gang the same way. Gang members pay SR by their own core's
 //!   SF, SR or not (`gang_needs_sr` keeps those without SR out). Program type comes from the
 //!   workload (open question 6).
-//! - Wake-ups do not preempt otherwise (no BOOST); an idle core is kicked to steal.
+//! - Wake-ups do not preempt otherwise (no BOOST): an idle core is kicked to steal, and if there
+//!   is none, a vCPU that wakes with SR left (a serial one, or one whose gang is running) takes
+//!   the core of a runner without SR (`core_to_displace`) that fits it and holds no sibling.
 
 use super::{Dispatch, Scheduler, Stop};
 use crate::decide::ia::{
-    initial_mapping, queue_for, refill, sr_increment, sr_total, steal_order, CoreClass, IaParams,
-    MappingError, Platform, RunQueue, VmShape, LOCAL_ORDER,
+    core_to_displace, fits_core, gang_balance, initial_mapping, queue_for, refill, reorder_by_sr,
+    settle_fast_shares, shares_fast_cores, sr_increment, sr_total, steal_order, CoreClass,
+    IaParams, MappingError, Platform, RunQueue, Runner, VmShape, LOCAL_ORDER,
 };
 use crate::sim::model::{ms, CoreId, Nanos, Topology, VcpuId, Workload};
 
@@ -77,6 +88,15 @@ struct CoreState {
     kicked: bool,
 }
 
+/// Algorithm 4's passes: vCPUs with SR left that fit the core's class as far as fast-core
+/// shares go, then any with SR left, then anyone (work-conserving, open question 4).
+#[derive(Clone, Copy)]
+enum Pass {
+    Fits,
+    HasSr,
+    Any,
+}
+
 fn slot(q: RunQueue) -> usize {
     match q {
         RunQueue::HomeClass => 0,
@@ -95,10 +115,17 @@ pub struct Ia {
     n_slow: usize,
     vm_vcpus: Vec<Vec<VcpuId>>,
     parallel: Vec<bool>,
+    weight: Vec<f64>,
     vcpus: Vec<VcpuState>,
     cores: Vec<CoreState>,
     kicks: Vec<CoreId>,
     next_cycle: Nanos,
+    /// Per VM: whether it takes part in fast-core shares, its fast-core time this cycle (ns),
+    /// whether it ran this cycle, and the fast-core time it is owed (ns).
+    shares_fast: Vec<bool>,
+    fast_this_cycle: Vec<f64>,
+    ran_this_cycle: Vec<bool>,
+    fast_owed: Vec<f64>,
 }
 
 /// The usable cores as IA sees them: each core's speed over the slowest one's (SF).
@@ -166,10 +193,23 @@ impl Ia {
                 .iter()
                 .map(|v| matches!(v.workload, Workload::Parallel { .. }))
                 .collect(),
+            weight: shapes.iter().map(|s| s.weight).collect(),
             vcpus,
             cores: vec![CoreState::default(); topo.speed.len()],
             kicks: Vec::new(),
             next_cycle: ms(params.slot_ms) * params.ia.slots_per_cycle as Nanos,
+            shares_fast: topo
+                .vms
+                .iter()
+                .map(|v| {
+                    let coscheduled =
+                        params.coschedule && matches!(v.workload, Workload::Parallel { .. });
+                    shares_fast_cores(v.vcpus, coscheduled, platform.n_fast())
+                })
+                .collect(),
+            fast_this_cycle: vec![0.0; topo.vms.len()],
+            ran_this_cycle: vec![false; topo.vms.len()],
+            fast_owed: vec![0.0; topo.vms.len()],
             params,
         })
     }
@@ -190,6 +230,27 @@ impl Ia {
             .find(|&q| self.cores[core].queues[slot(q)].contains(&v))
     }
 
+    /// The SR that decides for `v`: its own, or its gang's (`gang_balance`) for a vCPU of a
+    /// co-scheduled VM.
+    fn balance(&self, v: VcpuId) -> f64 {
+        let vm = self.vcpus[v].vm;
+        if self.params.coschedule && self.parallel[vm] {
+            let sr: Vec<f64> = self.vm_vcpus[vm]
+                .iter()
+                .map(|&w| self.vcpus[w].sr)
+                .collect();
+            gang_balance(&sr)
+        } else {
+            self.vcpus[v].sr
+        }
+    }
+
+    /// Whether `v` may take or keep `core` while it has SR left (`fits_core`).
+    fn fits(&self, core: CoreId, v: VcpuId) -> bool {
+        let vm = self.vcpus[v].vm;
+        fits_core(self.class[core], self.shares_fast[vm], self.fast_owed[vm])
+    }
+
     fn slot_ns(&self) -> Nanos {
         ms(self.params.slot_ms).max(1)
     }
@@ -205,16 +266,18 @@ impl Ia {
         self.cores[core].current.is_none()
     }
 
-    fn kick_an_idle_core(&mut self, from: CoreId) {
+    /// Kicks the first idle core after `from` that is not kicked yet; whether there was one.
+    fn kick_an_idle_core(&mut self, from: CoreId) -> bool {
         let n = self.usable.len();
         let start = self.usable.iter().position(|&c| c == from).unwrap_or(0);
         for i in 1..=n {
             let c = self.usable[(start + i) % n];
             if self.is_idle(c) && !self.cores[c].kicked {
                 self.kick(c);
-                return;
+                return true;
             }
         }
+        false
     }
 
     /// Algorithm 3, continuously: SF × SR_unit per slot, for the time run since last charged.
@@ -225,6 +288,13 @@ impl Ia {
         let dt = now.saturating_sub(c.exec_start) as f64;
         c.exec_start = now;
         self.vcpus[v].sr -= self.sf[core] * self.params.ia.sr_unit * dt / slot;
+        let vm = self.vcpus[v].vm;
+        if dt > 0.0 {
+            self.ran_this_cycle[vm] = true;
+            if self.class[core] == CoreClass::Fast {
+                self.fast_this_cycle[vm] += dt;
+            }
+        }
     }
 
     /// Queue `v` on `core` in the queue its VM's width calls for: after the vCPUs with SR > 0
@@ -232,12 +302,12 @@ impl Ia {
     fn enqueue(&mut self, core: CoreId, v: VcpuId) {
         let width = self.vm_vcpus[self.vcpus[v].vm].len();
         let q = slot(queue_for(self.class[core], width, self.n_fast, self.n_slow));
-        let positive = self.vcpus[v].sr > 0.0;
+        let positive = self.balance(v) > 0.0;
         let queue = &self.cores[core].queues[q];
         let at = if positive {
             queue
                 .iter()
-                .position(|&w| self.vcpus[w].sr <= 0.0)
+                .position(|&w| self.balance(w) <= 0.0)
                 .unwrap_or(queue.len())
         } else {
             queue.len()
@@ -278,10 +348,14 @@ impl Ia {
             .find(|&v| ok(v))
     }
 
-    /// Algorithm 4's choice for `core`: local, then same-class victims, then other-class ones;
-    /// with `need_sr`, only vCPUs with SR > 0.
-    fn select(&mut self, core: CoreId, need_sr: bool) -> Option<VcpuId> {
-        let has_sr = |s: &Self, v: VcpuId| !need_sr || s.vcpus[v].sr > 0.0;
+    /// Algorithm 4's choice for `core`: local, then same-class victims, then other-class ones,
+    /// among the vCPUs that `pass` accepts.
+    fn select(&mut self, core: CoreId, pass: Pass) -> Option<VcpuId> {
+        let has_sr = |s: &Self, v: VcpuId| match pass {
+            Pass::Fits => s.balance(v) > 0.0 && s.fits(core, v),
+            Pass::HasSr => s.balance(v) > 0.0,
+            Pass::Any => true,
+        };
         if let Some(v) = self.find(core, LOCAL_ORDER, |v| has_sr(self, v)) {
             self.dequeue(core, v);
             return Some(v);
@@ -308,6 +382,14 @@ impl Ia {
         None
     }
 
+    /// Whether `v` belongs to a co-scheduled VM and a sibling of it is running.
+    fn in_running_gang(&self, v: VcpuId) -> bool {
+        let vm = self.vcpus[v].vm;
+        self.params.coschedule
+            && self.parallel[vm]
+            && (self.vm_vcpus[vm].iter()).any(|&s| s != v && self.vcpus[s].running)
+    }
+
     /// Whether `core` may run a member of `vm`'s gang now: it serves no gang this slot, or it
     /// serves `vm`'s (a member that blocked at a barrier and woke comes back), and no other
     /// member is already on its way.
@@ -318,7 +400,7 @@ impl Ia {
 
     /// Whether sibling `s` may be forced into its VM's gang.
     fn may_join(&self, s: VcpuId) -> bool {
-        !self.params.gang_needs_sr || self.vcpus[s].sr > 0.0
+        !self.params.gang_needs_sr || self.balance(s) > 0.0
     }
 
     /// Algorithm 5: run the waiting siblings of `v` on their own cores now.
@@ -348,6 +430,39 @@ impl Ia {
                 self.kick(c);
             }
         }
+    }
+
+    /// A waking `v` that cannot run on its own core (nor on an idle one) takes the core of a
+    /// runner without SR (`core_to_displace`), if it has SR left and that core fits it
+    /// (`fits_core`), holds none of its siblings and expects no other vCPU.
+    fn displace(&mut self, now: Nanos, v: VcpuId) {
+        let vm = self.vcpus[v].vm;
+        let runners: Vec<Runner> = (self.usable.iter())
+            .filter(|&&c| {
+                self.cores[c].forced.is_none() && self.fits(c, v) && !self.holds_sibling(c, vm, v)
+            })
+            .filter_map(|&c| {
+                let r = self.cores[c].current?;
+                Some(Runner {
+                    core: c,
+                    balance: self.balance(r),
+                    in_gang: self.in_running_gang(r),
+                    parallel: self.params.coschedule && self.parallel[self.vcpus[r].vm],
+                    other_class: self.class[c] != self.class[self.vcpus[v].core],
+                })
+            })
+            .collect();
+        let Some(c) = core_to_displace(self.balance(v), runners) else {
+            return;
+        };
+        self.dequeue(self.vcpus[v].core, v);
+        self.enqueue(c, v);
+        self.cores[c].forced = Some(v);
+        if self.params.coschedule && self.parallel[vm] {
+            self.cores[c].gang_until = now + self.slot_ns();
+            self.cores[c].gang_vm = Some(vm);
+        }
+        self.kick(c);
     }
 
     fn start(&mut self, core: CoreId, v: VcpuId, now: Nanos) -> Dispatch {
@@ -389,15 +504,8 @@ impl Scheduler for Ia {
             return;
         }
         let vm = self.vcpus[v].vm;
-        let gang_running = self.vm_vcpus[vm]
-            .iter()
-            .any(|&s| s != v && self.vcpus[s].running);
-        if self.params.coschedule
-            && self.parallel[vm]
-            && gang_running
-            && self.may_join(v)
-            && self.free_for_gang(core, vm, now)
-        {
+        let gang_running = self.in_running_gang(v);
+        if gang_running && self.may_join(v) && self.free_for_gang(core, vm, now) {
             let until = now + self.slot_ns();
             let c = &mut self.cores[core];
             c.forced = Some(v);
@@ -406,8 +514,8 @@ impl Scheduler for Ia {
                 c.gang_vm = Some(vm);
             }
             self.kick(core);
-        } else {
-            self.kick_an_idle_core(core);
+        } else if !self.kick_an_idle_core(core) && (gang_running || !self.parallel[vm]) {
+            self.displace(now, v);
         }
     }
 
@@ -428,7 +536,9 @@ impl Scheduler for Ia {
             match stop {
                 Stop::Runnable => {
                     let slot_over = now >= self.cores[core].slot_end;
-                    if forced.is_none() && (!slot_over || self.vcpus[v].sr > 0.0) {
+                    if forced.is_none()
+                        && (!slot_over || (self.balance(v) > 0.0 && self.fits(core, v)))
+                    {
                         if slot_over {
                             self.cores[core].slot_end = now + self.slot_ns();
                         }
@@ -449,7 +559,9 @@ impl Scheduler for Ia {
             self.dequeue(core, g);
             return self.start(core, g, now);
         }
-        let next = self.select(core, true).or_else(|| self.select(core, false));
+        let next = [Pass::Fits, Pass::HasSr, Pass::Any]
+            .into_iter()
+            .find_map(|pass| self.select(core, pass));
         let Some(v) = next else {
             return Dispatch::IDLE;
         };
@@ -471,6 +583,17 @@ impl Scheduler for Ia {
         for core in self.usable.clone() {
             self.charge(core, now);
         }
+        let active: Vec<bool> = (self.shares_fast.iter().zip(&self.ran_this_cycle))
+            .map(|(&shares, &ran)| shares && ran)
+            .collect();
+        settle_fast_shares(
+            &mut self.fast_owed,
+            &self.fast_this_cycle,
+            &self.weight,
+            &active,
+        );
+        self.fast_this_cycle.fill(0.0);
+        self.ran_this_cycle.fill(false);
         for v in &mut self.vcpus {
             if !v.finished {
                 v.sr = refill(v.sr, v.increment, &self.params.ia);
@@ -479,7 +602,7 @@ impl Scheduler for Ia {
         for core in self.usable.clone() {
             for q in 0..3 {
                 let mut queue = std::mem::take(&mut self.cores[core].queues[q]);
-                crate::decide::ia::reorder_by_sr(&mut queue, |&v| self.vcpus[v].sr);
+                reorder_by_sr(&mut queue, |&v| self.balance(v));
                 self.cores[core].queues[q] = queue;
             }
         }
@@ -553,7 +676,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slot_on_a_fast_core_costs_sf_and_an_exhausted_vcpu_yields() {
+    fn a_slot_on_a_fast_core_costs_sf_and_a_vcpu_owed_no_fast_time_yields_it() {
         // One fast core (SF 2) and one slow; three 1-vCPU VMs.
         let host = Host::with_speeds(&[2.0, 1.0]);
         let vms = [serial_vm(1), serial_vm(1), serial_vm(1)];
@@ -567,32 +690,45 @@ mod tests {
         }
         assert_eq!(s.schedule(0, 0, None).vcpu, Some(0));
         assert_eq!(s.schedule(0, 1, None).vcpu, Some(2));
-        // One slot: vCPU 0 pays 2 (fast core), vCPU 2 pays 1.
+        // One slot: vCPU 0 pays 2 (fast core), vCPU 2 pays 1. vCPU 0 has SR left but is owed
+        // no fast-core time (nobody is yet), so it gives the fast core to vCPU 1 (SR 3); the
+        // slow core keeps vCPU 2.
         assert_eq!(
             s.schedule(10 * MS, 0, Some((0, Stop::Runnable))).vcpu,
-            Some(0)
+            Some(1)
         );
         assert_eq!(
             s.schedule(10 * MS, 1, Some((2, Stop::Runnable))).vcpu,
             Some(2)
         );
         assert!((s.sr(0) - 1.0).abs() < 1e-9 && (s.sr(2) - 2.0).abs() < 1e-9);
-        // After a second slot vCPU 0 is at −1: it yields to vCPU 1 (SR 3).
+        // vCPU 1 pays 2 for its slot and hands back to vCPU 0 (SR 1).
         assert_eq!(
-            s.schedule(20 * MS, 0, Some((0, Stop::Runnable))).vcpu,
-            Some(1)
-        );
-        assert!((s.sr(0) + 1.0).abs() < 1e-9);
-        // Half a slot then blocking costs half: vCPU 1 pays 1.
-        assert_eq!(
-            s.schedule(25 * MS, 0, Some((1, Stop::Blocked))).vcpu,
+            s.schedule(20 * MS, 0, Some((1, Stop::Runnable))).vcpu,
             Some(0)
         );
-        assert!((s.sr(1) - 2.0).abs() < 1e-9);
-        // Cycle at 30 ms: +3 each.
+        assert!((s.sr(1) - 1.0).abs() < 1e-9);
+        // Half a slot then blocking costs half: vCPU 0 pays 1, down to 0.
+        assert_eq!(
+            s.schedule(25 * MS, 0, Some((0, Stop::Blocked))).vcpu,
+            Some(1)
+        );
+        assert!(s.sr(0).abs() < 1e-9);
+        // Cycle at 30 ms: vCPU 1 pays 1 for 25–30 ms, vCPU 2 3 for 0–30; then +3 each.
         s.periodic(30 * MS);
-        assert!((s.sr(1) - 5.0).abs() < 1e-9);
-        assert!((s.sr(2) - (3.0 - 3.0 + 3.0)).abs() < 1e-9);
+        assert!((s.sr(0) - 3.0).abs() < 1e-9);
+        assert!((s.sr(1) - 3.0).abs() < 1e-9);
+        assert!((s.sr(2) - 3.0).abs() < 1e-9);
+        // Fast-core shares: 30 ms of fast time, 15 each to VMs 0 and 1, none to VM 2; a third
+        // each is owed: −5, −5, +10 ms.
+        let owed: Vec<f64> = s.fast_owed.iter().map(|&x| x / MS as f64).collect();
+        assert!((owed[0] + 5.0).abs() < 1e-9 && (owed[1] + 5.0).abs() < 1e-9);
+        assert!((owed[2] - 10.0).abs() < 1e-9);
+        // VM 2's vCPU, owed fast time with SR left, now passes the first test of a fast core's
+        // selection; VM 1's does not.
+        assert!(s.fits(0, 2) && !s.fits(0, 1));
+        // A slow core takes anyone with SR left.
+        assert!(s.fits(1, 1));
     }
 
     #[test]
