@@ -21,10 +21,13 @@ def test_the_preset_runs_under_every_scheduler_and_reports_each_vm():
     rel = host.normalised(vms)
     credit = rel.filter(pl.col("scheduler") == "credit")["vs_credit"]
     assert credit.to_list() == pytest.approx([1.0] * credit.len())
-    # IA keeps the serial 6-vCPU VM on the slow cores: faster than Credit's sharing (by 5 %
-    # since the 8-vCPU gang holds its cores for the whole slot; docs/host-sim.md, spec 001).
+    # IA shares the fast cores by weight (issue 26): the serial 6-vCPU VM gets its share and
+    # every one of its vCPUs progresses, within 10 % of Credit's pace, which gives it more than
+    # its share of the fast cores (25.5 s against IA's 8.9 s; docs/host-sim.md, spec 001). It
+    # was 0.95 x Credit before only because two of its vCPUs starved and their unfinished
+    # programs left the mean of completed ones.
     ia_s6 = rel.filter((pl.col("scheduler") == "ia") & (pl.col("vm") == "s6"))["vs_credit"]
-    assert (ia_s6 < 1.0).all(), ia_s6
+    assert (ia_s6 < 1.1).all(), ia_s6
 
 
 TWO_HOGS = """

@@ -63,6 +63,9 @@ pub struct Agent {
     thread_lists: Vec<PathBuf>,
     /// BE processes found the last time the selectors were read.
     be_tasks: usize,
+    /// The BE pids of the last look (sorted): one gone since (a pod deleted, a task ended) has
+    /// its record dropped from the state file then, not only once the state is large.
+    last_pids: Vec<i32>,
     pub metrics: Arc<Mutex<Metrics>>,
     log: Option<Box<dyn Write + Send>>,
 }
@@ -205,6 +208,7 @@ impl Agent {
             offline_nodes: vec![false; topo.nodes.len()],
             thread_lists,
             be_tasks: 0,
+            last_pids: Vec::new(),
             metrics: Arc::new(Mutex::new(metrics)),
             log,
             threshold,
@@ -429,6 +433,16 @@ impl Agent {
         // A process no longer BE (gone, or out of the selectors) is no longer held back.
         (self.views.backoff).retain(|(p, _)| pids.binary_search(p).is_ok());
         self.be_tasks = pids.len();
+        if self
+            .last_pids
+            .iter()
+            .any(|p| pids.binary_search(p).is_err())
+        {
+            if let Err(e) = self.actuator.forget_dead() {
+                self.actuator.errors.add("other", e.to_string());
+            }
+        }
+        self.last_pids.clone_from(&pids);
         pids
     }
 

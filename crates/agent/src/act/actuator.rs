@@ -136,6 +136,16 @@ pub struct Actuator {
 }
 
 impl Actuator {
+    /// Drops the records of threads that are gone and saves the state if that changed it
+    /// (nothing is recorded in a dry run). Returns how many were dropped.
+    pub fn forget_dead(&mut self) -> Result<usize> {
+        let n = self.state.forget_dead(&self.procfs);
+        if n > 0 && !self.dry_run {
+            self.state.save(&self.state_path)?;
+        }
+        Ok(n)
+    }
+
     pub fn new(procfs: Procfs, state_path: PathBuf, dry_run: bool) -> Actuator {
         Actuator {
             procfs,
