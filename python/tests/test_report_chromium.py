@@ -161,3 +161,21 @@ def test_vms_report_renders_in_headless_chromium(tmp_path):
     for i, rgb in {1: 0xD62728, 2: 0x1F77B4, 3: 0xD62728, 4: 0xD62728}.items():
         drawn = pixels_of(tmp_path / "out" / f"figvms-{i}.png", rgb, tmp_path, "1600,1300")
         assert drawn > 200, (i, drawn)
+
+
+def test_the_finding_is_on_the_first_screen_and_the_parameters_are_folded(report_page, tmp_path):
+    # Laid out by the browser: a probe script in a copy of the page reports where the finding
+    # sits and whether the run parameters' <details> is closed (only its summary line shown).
+    probe = tmp_path / "probe.html"
+    script = (
+        "<script>const f = document.querySelector('p.finding').getBoundingClientRect();"
+        "const d = document.querySelector('details');"
+        "document.title = [Math.round(f.top), window.innerHeight, d.open,"
+        " Math.round(d.getBoundingClientRect().height)].join(' ');</script>"
+    )
+    probe.write_text(report_page.read_text().replace("</body>", script + "</body>"))
+    r = chromium("--window-size=1280,800", "--dump-dom", probe.as_uri(), profile=tmp_path / "p3")
+    assert r.returncode == 0, r.stderr[-2000:]
+    top, height, is_open, folded = re.search(r"<title>(.*?)</title>", r.stdout).group(1).split()
+    assert 0 < int(top) < int(height) <= 800, (top, height)
+    assert is_open == "false" and int(folded) < 60, (is_open, folded)
