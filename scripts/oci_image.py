@@ -52,12 +52,12 @@ def layer(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buf.getvalue()
 
 
-def write(binary: Path, config: Path, tag: str, out: Path) -> dict:
-    """The OCI layout in `out`; returns its manifest."""
+def write(binary: Path, config: bytes, tag: str, out: Path) -> dict:
+    """The OCI layout in `out`, with `config` as /etc/colosched/agent.toml; returns its manifest."""
     tar = layer(
         {
             "colosched-agent": (binary.read_bytes(), 0o755),
-            "etc/colosched/agent.toml": (config.read_bytes(), 0o644),
+            "etc/colosched/agent.toml": (config, 0o644),
         }
     )
     gz = gzip.compress(tar, mtime=0)
@@ -90,14 +90,11 @@ def write(binary: Path, config: Path, tag: str, out: Path) -> dict:
     return manifest
 
 
-def agent_toml_from_deploy() -> Path:
+def agent_toml_from_deploy() -> bytes:
     """The DaemonSet's config, from its ConfigMap (the image's default, so that it runs as is)."""
     text = (ROOT / "deploy/kubernetes/colosched-agent.yaml").read_text()
     body = text.split("  agent.toml: |\n", 1)[1].split("\n---", 1)[0]
-    lines = [line[4:] for line in body.splitlines()]
-    path = ROOT / "target" / "oci-agent.toml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return ("\n".join(line[4:] for line in body.splitlines()) + "\n").encode()
 
 
 def main() -> int:
@@ -115,7 +112,8 @@ def main() -> int:
         ap.error(f"--binary {args.binary}: no such file (`make agent-static` builds it)")
     if args.out.exists() and any(args.out.iterdir()):
         ap.error(f"--out {args.out}: not empty")
-    manifest = write(args.binary, args.config or agent_toml_from_deploy(), args.tag, args.out)
+    config = args.config.read_bytes() if args.config else agent_toml_from_deploy()
+    manifest = write(args.binary, config, args.tag, args.out)
     size = sum(d["size"] for d in manifest["layers"]) / 2**20
     print(f"wrote {args.out} ({args.tag}, one layer of {size:.1f} MiB)")
     return 0

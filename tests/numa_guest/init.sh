@@ -105,6 +105,19 @@ task_ticks() {
 # A live (not zombie) process.
 alive() { [ -e "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
 
+# stop_agent PID: SIGTERM, a bounded wait (10 s), then SIGKILL; RC is its exit status.
+stop_agent() {
+    kill -TERM "$1"
+    n=0
+    while alive "$1" && [ $n -lt 100 ]; do
+        usleep 100000
+        n=$((n + 1))
+    done
+    alive "$1" && kill -KILL "$1"
+    wait "$1"
+    RC=$?
+}
+
 block() {  # block NAME FILE: the file's content between markers
     echo "E2E-BEGIN $1"
     cat "$2" 2>/dev/null
@@ -282,15 +295,8 @@ all_os_scenario() {
     irqs_during=$IRQS
     wq_during=$(cat $wq)
     lc_during=$(mask $lc)
-    kill -TERM $agent
-    n=0
-    while alive $agent && [ $n -lt 100 ]; do
-        usleep 100000
-        n=$((n + 1))
-    done
-    alive $agent && kill -KILL $agent
-    wait $agent
-    rc=$?
+    stop_agent $agent
+    rc=$RC
     irq_masks
     if [ "$IRQS" = "$irqs_before" ]; then irqs_restored=yes; else irqs_restored=no; fi
     if all_be_have_mask "$ALL"; then tasks_restored=yes; else tasks_restored=no; fi
@@ -459,15 +465,8 @@ kube_scenario() {
     done
     be_masks kube
     lc_during=$(mask $lc)
-    kill -TERM $agent
-    n=0
-    while alive $agent && [ $n -lt 100 ]; do
-        usleep 100000
-        n=$((n + 1))
-    done
-    alive $agent && kill -KILL $agent
-    wait $agent
-    rc=$?
+    stop_agent $agent
+    rc=$RC
     if all_be_have_mask "$ALL"; then restored=yes; else restored=no; fi
     echo "E2E kube moved=$moved restored=$restored agent_rc=$rc lc_during=$lc_during lc_after=$(mask $lc)"
     block agent-kube /run/agent-kube.out
