@@ -170,3 +170,22 @@ def test_the_dashboard_asks_only_for_series_the_agents_export():
     # Both agents are on it, each through several of its series.
     assert sum(u.startswith("colosched_agent_") for u in used) >= 6
     assert sum(u.startswith("colosched_host_") for u in used) >= 6
+
+
+def test_the_image_script_refuses_a_missing_binary_or_a_used_directory(tmp_path):
+    script = [sys.executable, str(ROOT / "scripts/oci_image.py")]
+    r = subprocess.run(
+        [*script, "--binary", str(tmp_path / "nope"), "--out", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 2 and "--binary" in r.stderr and not (tmp_path / "o").exists(), r.stderr
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "x").write_text("")
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"\x7fELF")
+    r = subprocess.run(
+        [*script, "--binary", str(binary), "--out", str(tmp_path / "used")], capture_output=True, text=True
+    )
+    assert r.returncode == 2 and "not empty" in r.stderr, r.stderr
+    assert sorted(p.name for p in (tmp_path / "used").iterdir()) == ["x"], "nothing written"
