@@ -45,6 +45,10 @@ sysdeps:
 	@# qemu boots a 4-NUMA-node guest with a busybox initramfs for the agent's end-to-end test.
 	@command -v qemu-system-x86_64 >/dev/null && dpkg -s busybox-static >/dev/null 2>&1 || { apt-get update -qq && \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=300 qemu-system-x86 busybox-static >/dev/null; }
+	@# The host agent under libvirt: the tests start a libvirtd of their own (no systemd here).
+	@command -v libvirtd >/dev/null && command -v virsh >/dev/null || { apt-get update -qq && \
+		apt-get install -y -qq -o DPkg::Lock::Timeout=300 --no-install-recommends \
+		libvirt-daemon libvirt-daemon-driver-qemu libvirt-clients >/dev/null; }
 	@# The OCI image's test unpacks it with umoci, a tool independent of ours.
 	@command -v umoci >/dev/null || { apt-get update -qq && apt-get install -y -qq -o DPkg::Lock::Timeout=300 umoci >/dev/null; }
 	@# memwatch's guest test builds its allocator with `cc -static` (gcc, and libc6-dev's libc.a).

@@ -136,9 +136,12 @@ class Guest:
     qmp: Path = field(default=Path(), init=False)  # QMP unix socket
     console: Path = field(default=Path(), init=False)  # serial console log
     proc: subprocess.Popen | None = field(default=None, init=False, repr=False)
+    qemu_pid: int = field(default=0, init=False)  # set when qemu is not our child (libvirt's)
 
     @property
     def pid(self) -> int:
+        if self.qemu_pid:
+            return self.qemu_pid
         assert self.proc is not None, "the guest is not running"
         return self.proc.pid
 
@@ -245,6 +248,7 @@ class HostScene:
         _run([*inside, str(guest.busybox()), "sysctl", "-qw", "net.ipv6.conf.all.disable_ipv6=1"])
         _run([*inside, str(guest.busybox()), "sysctl", "-qw", "net.ipv6.conf.default.disable_ipv6=1"])
         _run(["ip", "-n", self.netns, "link", "set", "lo", "up"])
+        self._before_boot()
         start = time.monotonic()
         for i, g in enumerate(self.guests):
             g.index, g.tap = i, f"hgtap{i}"
@@ -253,38 +257,44 @@ class HostScene:
             _run(["ip", "-n", self.netns, "tuntap", "add", "dev", g.tap, "mode", "tap"])
             _run(["ip", "-n", self.netns, "addr", "add", f"{g.host_ip}/24", "dev", g.tap])
             _run(["ip", "-n", self.netns, "link", "set", g.tap, "up"])
-            cmd = [str(guest.qemu()), "-accel", "tcg", "-smp", str(g.vcpus), "-m", str(g.mem_mb)]
-            cmd += [
-                "-nodefaults",
-                "-display",
-                "none",
-                "-no-reboot",
-                "-name",
-                f"{self.name}{i},debug-threads=on",
-            ]
-            cmd += ["-kernel", str(image), "-initrd", str(initrd)]
-            cmd += ["-append", f"{KERNEL_ARGS} HG_IP={g.ip}/24"]
-            cmd += ["-serial", f"file:{g.console}", "-qmp", f"unix:{g.qmp},server=on,wait=off"]
-            cmd += ["-netdev", f"tap,id=n0,ifname={g.tap},script=no,downscript=no"]
-            cmd += ["-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:77:00:{i:02x}"]
-            # `ip netns exec` enters the namespace and execs qemu: the child's pid is qemu's.
-            with open(self.dir / f"g{i}.qemu.log", "wb") as log:
-                g.proc = subprocess.Popen(
-                    inside + cmd,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_die_with_parent,
-                )
+            self._boot(g, image, initrd)
         self._wait_ready(start)
         self.boot_seconds = time.monotonic() - start
+
+    def _boot(self, g: Guest, image: Path, initrd: Path) -> None:
+        """Starts guest g's qemu on its tap (made by now) inside the namespace."""
+        inside = ["ip", "netns", "exec", self.netns]
+        i = g.index
+        cmd = [str(guest.qemu()), "-accel", "tcg", "-smp", str(g.vcpus), "-m", str(g.mem_mb)]
+        cmd += [
+            "-nodefaults",
+            "-display",
+            "none",
+            "-no-reboot",
+            "-name",
+            f"{self.name}{i},debug-threads=on",
+        ]
+        cmd += ["-kernel", str(image), "-initrd", str(initrd)]
+        cmd += ["-append", f"{KERNEL_ARGS} HG_IP={g.ip}/24"]
+        cmd += ["-serial", f"file:{g.console}", "-qmp", f"unix:{g.qmp},server=on,wait=off"]
+        cmd += ["-netdev", f"tap,id=n0,ifname={g.tap},script=no,downscript=no"]
+        cmd += ["-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:77:00:{i:02x}"]
+        # `ip netns exec` enters the namespace and execs qemu: the child's pid is qemu's.
+        with open(self.dir / f"g{i}.qemu.log", "wb") as log:
+            g.proc = subprocess.Popen(
+                inside + cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
 
     def _wait_ready(self, start: float) -> None:
         pending = list(self.guests)
         while pending:
             for g in list(pending):
-                if g.proc.poll() is not None:
-                    raise SceneError(self.why(g, f"qemu of guest {g.index} exited {g.proc.returncode}"))
+                if not self._running(g):
+                    raise SceneError(self.why(g, f"qemu of guest {g.index} exited"))
                 if "HG READY" in g.console_text():
                     pending.remove(g)
             if time.monotonic() - start > self._boot_timeout:
@@ -298,10 +308,14 @@ class HostScene:
             if reply.get("cpus") != g.vcpus:
                 raise SceneError(self.why(g, f"guest {g.index} reports {reply}, want cpus={g.vcpus}"))
 
-    def close(self) -> None:
-        """Kills qemu, deletes the taps and the namespace, removes the scene's files. Idempotent;
-        raises SceneError after trying everything if something could not be removed."""
-        failed = []
+    def _before_boot(self) -> None:
+        """Runs once the namespace is up, before any guest boots (a daemon to start)."""
+
+    def _running(self, g: Guest) -> bool:
+        return g.proc is not None and g.proc.poll() is None
+
+    def _stop_guests(self, failed: list[str]) -> None:
+        """Kills every guest's qemu; what could not be stopped goes into `failed`."""
         for g in self.guests:
             if g.proc is not None and g.proc.poll() is None:
                 g.proc.kill()
@@ -309,6 +323,12 @@ class HostScene:
                     g.proc.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     failed.append(f"qemu {g.pid} survived SIGKILL")
+
+    def close(self) -> None:
+        """Kills qemu, deletes the taps and the namespace, removes the scene's files. Idempotent;
+        raises SceneError after trying everything if something could not be removed."""
+        failed: list[str] = []
+        self._stop_guests(failed)
         if self._netns_made:
             # Anything else still in the namespace is the scene's too (a sender started by hand).
             for pid in _run(["ip", "netns", "pids", self.netns], check=False).split():
@@ -345,7 +365,7 @@ class HostScene:
             except OSError:  # the process ended, or is a kernel thread
                 pass
         for g in self.guests:
-            if g.proc is not None and alive(g.pid):
+            if (g.proc is not None or g.qemu_pid) and alive(g.pid):
                 found.append(f"qemu pid {g.pid} of guest {g.index}")
         if self.dir is not None and self.dir.exists():
             found.append(f"directory {self.dir}")

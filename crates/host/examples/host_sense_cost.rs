@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use colosched_host::decide::tap::ring_sample;
 use colosched_host::real::discover::{Accel, Vcpu, Vm};
-use colosched_host::real::qmp::Qmp;
+use colosched_host::real::qmp::{Monitor, Qmp};
 use colosched_host::real::sense::{cpu_delta, net_delta, CpuReading, NetReading, VmSensor};
 use rustix::thread::UnshareFlags;
 

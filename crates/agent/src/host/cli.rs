@@ -91,6 +91,12 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 a.default_slice_ns as f64 / 1e6
             );
             println!("pools: {}", a.pools_text());
+            if let Some(lv) = &a.cfg.libvirt {
+                println!(
+                    "libvirt {}: domains, taps, vCPU threads and RX rings asked through {}",
+                    lv.uri, lv.virsh
+                );
+            }
             if let Some(source) = a.classes_source() {
                 println!("scheduler ia-rotate; core classes: {source}");
             }

@@ -24,8 +24,19 @@ pub struct VmConfig {
     /// them by thread name (`CPU n/KVM`). Never a socket the agent was not given: libvirt's
     /// monitor is libvirt's.
     pub qmp: Option<PathBuf>,
-    /// Read its virtio-net RX ring's fill through `qmp` every T_m (spec 002's RX overload).
+    /// Read its virtio-net RX ring's fill through `qmp` (or libvirt) every T_m (spec 002's
+    /// RX overload).
     pub rx_ring: bool,
+}
+
+/// `[libvirt]`: the VMs are domains of this libvirt connection, asked of libvirt through one
+/// `virsh` session (`real::libvirt`): which domains run, their taps (`domiflist`), their vCPU
+/// threads and RX rings through libvirt's own monitor (`qemu-monitor-command`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LibvirtConfig {
+    pub uri: String,
+    /// The virsh to run: a path, or a name looked up on PATH.
+    pub virsh: String,
 }
 
 /// Which paper's decisions the agent applies.
@@ -85,8 +96,10 @@ pub struct HostConfig {
     pub nnvm_slice_ms: f64,
     /// Make the pools as cpusets; false = the slices alone (for experiments).
     pub cpusets: bool,
-    /// Every QEMU process on the host, not only the VMs listed.
+    /// Every QEMU process on the host (every running domain with `[libvirt]`), not only the
+    /// VMs listed.
     pub all_vms: bool,
+    pub libvirt: Option<LibvirtConfig>,
     pub vms: Vec<VmConfig>,
     pub metrics_listen: Option<SocketAddr>,
 }
@@ -117,6 +130,7 @@ impl Default for HostConfig {
             nnvm_slice_ms: 30.0,
             cpusets: true,
             all_vms: false,
+            libvirt: None,
             vms: Vec::new(),
             metrics_listen: None,
         }
@@ -145,6 +159,7 @@ const KNOWN: &[(&str, &[&str])] = &[
             "vms",
             "vm",
             "metrics",
+            "libvirt",
         ],
     ),
     (
@@ -174,6 +189,7 @@ const KNOWN: &[(&str, &[&str])] = &[
         ],
     ),
     ("vms", &["all"]),
+    ("libvirt", &["uri", "virsh"]),
     ("metrics", &["listen"]),
 ];
 const VM_KEYS: &[&str] = &["name", "weight", "taps", "qmp", "rx_ring"];
@@ -319,6 +335,23 @@ impl HostConfig {
             }
         };
         c.all_vms = vms.bool("all")?.unwrap_or(false);
+        let lv = section(&root, "libvirt");
+        c.libvirt = match (lv.str("uri")?, lv.str("virsh")?) {
+            (Some(uri), _) if uri.trim().is_empty() => {
+                return Err(Error::config("libvirt.uri", "an empty URI"))
+            }
+            (Some(uri), virsh) => Some(LibvirtConfig {
+                uri: uri.to_string(),
+                virsh: virsh.unwrap_or("virsh").to_string(),
+            }),
+            (None, Some(_)) => {
+                return Err(Error::config(
+                    "libvirt.virsh",
+                    "given without libvirt.uri: which libvirt should it ask?",
+                ))
+            }
+            (None, None) => None,
+        };
         c.vms = parse_vms(&root)?;
         if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
             c.metrics_listen =
@@ -343,6 +376,15 @@ impl HostConfig {
             return Err(Error::config(
                 "pools.cpusets",
                 "false with both slices 0 would change nothing: set a slice, or cpusets = true",
+            ));
+        }
+        if let Some((i, _)) = (self.vms.iter().enumerate())
+            .find(|(_, v)| v.rx_ring && v.qmp.is_none() && self.libvirt.is_none())
+        {
+            return Err(Error::config(
+                format!("vm[{i}].rx_ring"),
+                "the ring is read through the VM's QMP socket: give it as qmp (or set [libvirt] \
+                 to read it through libvirt)",
             ));
         }
         if self.vms.is_empty() && !self.all_vms {
@@ -429,12 +471,6 @@ fn parse_vms(root: &toml::Table) -> Result<Vec<VmConfig>> {
         }
         let qmp = path(&s, "qmp")?;
         let rx_ring = s.bool("rx_ring")?.unwrap_or(false);
-        if rx_ring && qmp.is_none() {
-            return Err(Error::config(
-                s.key("rx_ring"),
-                "the ring is read through the VM's QMP socket: give it as qmp",
-            ));
-        }
         out.push(VmConfig {
             name: name.to_string(),
             weight: s.checked("weight", "positive", |x| x > 0.0)?,

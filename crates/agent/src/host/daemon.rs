@@ -34,9 +34,10 @@ use colosched_host::decide::rotate::{
 };
 use colosched_host::decide::tap::ring_sample;
 use colosched_host::real::classes::{read_classes, HostClasses};
+use colosched_host::real::libvirt::find_program;
 use colosched_host::real::{
-    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, NetReading, Qmp, RxRings, Vcpu,
-    Vm, VmFilter, VmSensor,
+    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, DomainMonitor, Monitor,
+    NetReading, Qmp, RxRings, SharedVirsh, Vcpu, Virsh, Vm, VmFilter, VmSensor,
 };
 use serde_json::{json, Value};
 
@@ -52,6 +53,8 @@ pub const NN_POOL: &str = "colosched-host-nnvm";
 /// ia-rotate's per-CPU groups: `colosched-host-cpu<N>`.
 pub const CPU_POOL: &str = "colosched-host-cpu";
 const QMP_TIMEOUT: Duration = Duration::from_secs(2);
+/// One virsh command (libvirt answers in milliseconds; a stuck libvirtd must not stop the agent).
+const VIRSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A VM the agent watches.
 pub struct Tracked {
@@ -133,6 +136,8 @@ pub struct HostAgent {
     pub errors: BTreeMap<&'static str, u64>,
     pub metrics: Arc<Mutex<HostMetrics>>,
     log: Option<Box<dyn Write + Send>>,
+    /// The `virsh` session asking `[libvirt]` (none without it).
+    virsh: Option<SharedVirsh>,
 }
 
 /// The VMs the config gives: every QEMU process, or those named.
@@ -155,8 +160,8 @@ pub fn sys_root_for(cfg: &HostConfig, pid: i32, taps: &[String]) -> Option<PathB
     [cfg.sys_root.clone(), own].into_iter().find(|r| shows(r))
 }
 
-/// The vCPU threads QEMU reports on its QMP socket (`query-cpus-fast`).
-fn qmp_vcpus(q: &mut Qmp, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, String> {
+/// The vCPU threads QEMU reports on its monitor (`query-cpus-fast`).
+fn qmp_vcpus(q: &mut dyn Monitor, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, String> {
     let cpus = q.query_cpus_fast().map_err(|e| e.to_string())?;
     Ok(cpus
         .into_iter()
@@ -171,27 +176,75 @@ fn qmp_vcpus(q: &mut Qmp, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, Stri
         .collect())
 }
 
-/// A found VM made ready to watch, with what its config entry (`vm[i]`) says. Errors name the
-/// key: a tap that no sysfs shows, a QMP socket that does not answer as one.
-fn track(cfg: &HostConfig, mut vm: Vm, entry: Option<(usize, &VmConfig)>) -> Result<Tracked> {
+/// A found VM made ready to watch, with what its config entry (`vm[i]`) says and, under
+/// `[libvirt]`, what libvirt says of the domain. Errors name the key: a tap that no sysfs shows,
+/// a QMP socket that does not answer as one, a domain libvirt cannot tell about.
+fn track(
+    cfg: &HostConfig,
+    mut vm: Vm,
+    entry: Option<(usize, &VmConfig)>,
+    virsh: Option<&SharedVirsh>,
+) -> Result<Tracked> {
     let key = |k: &str| {
         entry.map_or(format!("vms.all (VM {:?})", vm.name), |(i, _)| {
             format!("vm[{i}].{k}")
         })
     };
-    let mut rings = None;
-    if let Some((_, c)) = entry {
-        if let Some(taps) = &c.taps {
-            vm.taps = taps.clone();
+    let (taps, qmp, rx_ring) = entry.map_or((None, None, false), |(_, c)| {
+        (c.taps.clone(), c.qmp.clone(), c.rx_ring)
+    });
+    // One QMP client at a time: the monitor that gave the vCPUs reads the rings.
+    let mut monitor: Option<Box<dyn Monitor>> = None;
+    if let Some(path) = &qmp {
+        let q = Qmp::connect(path, QMP_TIMEOUT).map_err(|e| Error::config(key("qmp"), e))?;
+        monitor = Some(Box::new(q));
+    }
+    if let Some(v) = virsh {
+        let lv = |e: String| Error::config("libvirt", format!("domain {:?}: {e}", vm.name));
+        if taps.is_none() {
+            vm.taps = v
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .taps(&vm.name)
+                .map_err(lv)?;
         }
-        if let Some(path) = &c.qmp {
-            // One QMP client at a time: the session that gave the vCPUs reads the rings.
-            let mut q =
-                Qmp::connect(path, QMP_TIMEOUT).map_err(|e| Error::config(key("qmp"), e))?;
-            vm.vcpus = qmp_vcpus(&mut q, &vm.vcpus).map_err(|e| Error::config(key("qmp"), e))?;
-            if c.rx_ring {
-                rings = Some(RxRings::new(q).map_err(|e| Error::config(key("rx_ring"), e))?);
-            }
+        if monitor.is_none() {
+            let m = DomainMonitor::new(v.clone(), &vm.name).map_err(|e| lv(e.to_string()))?;
+            monitor = Some(Box::new(m));
+        }
+    }
+    if let Some(taps) = taps {
+        vm.taps = taps;
+    }
+    let mut rings = None;
+    if let Some(mut m) = monitor {
+        let k = if qmp.is_some() {
+            key("qmp")
+        } else {
+            "libvirt".to_string()
+        };
+        vm.vcpus = qmp_vcpus(m.as_mut(), &vm.vcpus).map_err(|e| Error::config(&k, e))?;
+        // A QEMU of the same -name that is not the domain (or not the socket's) is not taken.
+        let task = cfg.proc_root.join(format!("{}/task", vm.pid));
+        if let Some(v) = vm
+            .vcpus
+            .iter()
+            .find(|v| !task.join(v.tid.to_string()).exists())
+        {
+            return Err(Error::config(
+                &k,
+                format!(
+                    "{} gives vCPU thread {} for VM {:?}, which is no thread of pid {}: another \
+                     QEMU with this name?",
+                    m.peer(),
+                    v.tid,
+                    vm.name,
+                    vm.pid
+                ),
+            ));
+        }
+        if rx_ring {
+            rings = Some(RxRings::new(m).map_err(|e| Error::config(key("rx_ring"), e))?);
         }
     }
     if vm.vcpus.is_empty() {
@@ -419,6 +472,20 @@ impl HostAgent {
         let (cgroup, root) = hierarchy
             .clone()
             .unwrap_or((Cgroup::V1, cfg.cpuset_root.clone()));
+        let virsh = match &cfg.libvirt {
+            None => None,
+            Some(lv) => {
+                let program = find_program(&lv.virsh).ok_or_else(|| {
+                    Error::config(
+                        "libvirt.virsh",
+                        format!("{:?} not found (Debian: libvirt-clients)", lv.virsh),
+                    )
+                })?;
+                let v = Virsh::start(&program, &lv.uri, VIRSH_TIMEOUT)
+                    .map_err(|e| Error::config("libvirt.uri", e))?;
+                Some(Arc::new(Mutex::new(v)))
+            }
+        };
         let mut agent = HostAgent {
             hierarchy,
             rng: Rng::new(cfg.seed),
@@ -435,6 +502,7 @@ impl HostAgent {
             errors: BTreeMap::new(),
             metrics: Arc::new(Mutex::new(HostMetrics::default())),
             log,
+            virsh,
         };
         agent.rediscover(true)?;
         Ok(agent)
@@ -447,7 +515,33 @@ impl HostAgent {
     /// Looks for the VMs again: new ones are watched from the next window, gone ones dropped.
     /// At start (`strict`) a VM the agent cannot watch is a config error; later it is counted.
     pub fn rediscover(&mut self, strict: bool) -> Result<()> {
-        let found = discover(&self.cfg.proc_root, &filter(&self.cfg));
+        let mut filter = filter(&self.cfg);
+        if let Some(v) = &self.virsh {
+            // libvirt's running domains: every one (vms.all), or those listed that run.
+            let running = v.lock().unwrap_or_else(|p| p.into_inner()).domains();
+            let running = match running {
+                Ok(r) => r,
+                Err(e) if strict => return Err(Error::config("libvirt.uri", e)),
+                Err(e) => {
+                    tracing::warn!("libvirt: {e}");
+                    self.count("discovery");
+                    return Ok(()); // the VMs watched so far stay
+                }
+            };
+            filter.names = if self.cfg.all_vms {
+                running
+            } else {
+                running
+                    .into_iter()
+                    .filter(|n| filter.names.contains(n))
+                    .collect()
+            };
+        }
+        let found = if self.virsh.is_some() && filter.names.is_empty() {
+            Vec::new() // (an empty filter would take every QEMU process)
+        } else {
+            discover(&self.cfg.proc_root, &filter)
+        };
         let mut kept = Vec::with_capacity(found.len());
         for vm in found {
             let old = self.vms.iter().position(|t| t.vm.pid == vm.pid);
@@ -455,6 +549,7 @@ impl HostAgent {
                 let t = &self.vms[i];
                 starttime(&self.cfg.proc_root, vm.pid, vm.pid).ok() == Some(t.starttime)
                     && (t.vm.vcpus == vm.vcpus
+                        || self.virsh.is_some()
                         || self.entry(&vm.name).is_some_and(|(_, c)| c.qmp.is_some()))
             });
             if let Some(i) = same {
@@ -462,7 +557,7 @@ impl HostAgent {
                 continue;
             }
             let entry = self.entry(&vm.name);
-            match track(&self.cfg, vm, entry) {
+            match track(&self.cfg, vm, entry, self.virsh.as_ref()) {
                 Ok(t) => kept.push(t),
                 Err(e) if strict => return Err(e),
                 Err(e) => {

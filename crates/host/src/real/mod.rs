@@ -8,15 +8,19 @@
 //!   cheaply, and the deltas between two readings (mapped to spec 002's ring samples by
 //!   `decide::tap`);
 //! - `qmp`: a minimal blocking QMP client with timeouts, and the virtio-net RX rings read
-//!   through it (`RxRings`).
+//!   through it (`RxRings`);
+//! - `libvirt`: libvirt's domains, their taps and their monitors, asked through one `virsh`
+//!   session (`Virsh`, `DomainMonitor`).
 
 pub mod classes;
 pub mod discover;
+pub mod libvirt;
 pub mod qmp;
 pub mod sense;
 #[cfg(test)]
 mod testqemu;
 
 pub use discover::{discover, Accel, Vcpu, Vm, VmFilter};
-pub use qmp::{Qmp, QmpError, RxRings};
+pub use libvirt::{DomainMonitor, SharedVirsh, Virsh};
+pub use qmp::{Monitor, Qmp, QmpError, RxRings};
 pub use sense::{cpu_delta, net_delta, CpuDelta, CpuReading, NetDelta, NetReading, VmSensor};

@@ -33,10 +33,11 @@ use serde_json::Value;
 
 use crate::decide::tap::virtio_rx_fill;
 
-/// What went wrong, with the socket it went wrong on.
+/// What went wrong, with the monitor it went wrong on.
 #[derive(Debug)]
 pub struct QmpError {
-    pub path: PathBuf,
+    /// `QMP socket PATH`, or `QMP of libvirt domain NAME`.
+    pub peer: String,
     pub kind: QmpErrorKind,
 }
 
@@ -68,11 +69,13 @@ pub enum QmpErrorKind {
         command: String,
         why: String,
     },
+    /// libvirt (virsh) could not pass the command on.
+    Libvirt(String),
 }
 
 impl fmt::Display for QmpError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "QMP socket {}: ", self.path.display())?;
+        write!(f, "{}: ", self.peer)?;
         match &self.kind {
             QmpErrorKind::Connect(e) => write!(f, "cannot connect: {e}"),
             QmpErrorKind::Timeout { what, after } => write!(
@@ -93,6 +96,7 @@ impl fmt::Display for QmpError {
             QmpErrorKind::BadReply { command, why } => {
                 write!(f, "unexpected reply to {command}: {why}")
             }
+            QmpErrorKind::Libvirt(e) => write!(f, "{e}"),
         }
     }
 }
@@ -190,7 +194,7 @@ impl Qmp {
     pub fn connect(path: impl AsRef<Path>, timeout: Duration) -> Result<Qmp> {
         let path = path.as_ref().to_path_buf();
         let stream = connect_unix(&path, timeout).map_err(|e| QmpError {
-            path: path.clone(),
+            peer: socket_peer(&path),
             kind: e,
         })?;
         let mut q = Qmp {
@@ -277,72 +281,13 @@ impl Qmp {
             if v.get("event").is_some() || v.get("id").and_then(Value::as_u64) != Some(id) {
                 continue; // an event, or a reply to a command we gave up on
             }
-            if let Some(r) = v.get("return") {
-                return Ok(r.clone());
-            }
-            if let Some(e) = v.get("error") {
-                let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-                return Err(self.err(QmpErrorKind::Reply {
-                    command: command.to_string(),
-                    class: s("class"),
-                    desc: s("desc"),
-                }));
-            }
-            return Err(self.err(bad(format!("neither return nor error: {v}"))));
+            return answer(&socket_peer(&self.path), command, v);
         }
-    }
-
-    /// `execute`, with the reply read as a `T`.
-    pub fn call<T: serde::de::DeserializeOwned>(
-        &mut self,
-        command: &str,
-        arguments: Option<Value>,
-    ) -> Result<T> {
-        let v = self.execute(command, arguments)?;
-        serde_json::from_value(v).map_err(|e| {
-            self.err(QmpErrorKind::BadReply {
-                command: command.to_string(),
-                why: e.to_string(),
-            })
-        })
-    }
-
-    /// The names of the commands this QEMU knows.
-    pub fn query_commands(&mut self) -> Result<Vec<String>> {
-        #[derive(Deserialize)]
-        struct Cmd {
-            name: String,
-        }
-        let cmds: Vec<Cmd> = self.call("query-commands", None)?;
-        Ok(cmds.into_iter().map(|c| c.name).collect())
-    }
-
-    /// Every vCPU with its host thread, by index.
-    pub fn query_cpus_fast(&mut self) -> Result<Vec<CpuInfo>> {
-        let mut cpus: Vec<CpuInfo> = self.call("query-cpus-fast", None)?;
-        cpus.sort_by_key(|c| c.cpu_index);
-        Ok(cpus)
-    }
-
-    pub fn query_status(&mut self) -> Result<VmStatus> {
-        self.call("query-status", None)
-    }
-
-    /// The virtio devices (QEMU ≥ 7.2; `CommandNotFound` before).
-    pub fn query_virtio(&mut self) -> Result<Vec<VirtioDevice>> {
-        self.call("x-query-virtio", None)
-    }
-
-    /// One queue of a virtio device (`path` from [`Qmp::query_virtio`]); for virtio-net, queue
-    /// 0 is the first RX queue and 1 the first TX queue.
-    pub fn virtio_queue_status(&mut self, path: &str, queue: u16) -> Result<VirtQueueStatus> {
-        let args = serde_json::json!({ "path": path, "queue": queue });
-        self.call("x-query-virtio-queue-status", Some(args))
     }
 
     fn err(&self, kind: QmpErrorKind) -> QmpError {
         QmpError {
-            path: self.path.clone(),
+            peer: socket_peer(&self.path),
             kind,
         }
     }
@@ -393,20 +338,126 @@ impl Qmp {
     }
 }
 
-/// A VM's virtio-net RX rings, read through its QMP socket: spec 002's receive request queue
+impl Monitor for Qmp {
+    fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value> {
+        Qmp::execute(self, command, arguments)
+    }
+    fn version(&self) -> QemuVersion {
+        self.version
+    }
+    fn peer(&self) -> String {
+        socket_peer(&self.path)
+    }
+}
+
+/// A QEMU monitor: a QMP socket of our own ([`Qmp`]), or libvirt's, reached through libvirt
+/// (`real::libvirt::DomainMonitor`). What the agent asks is written once, here.
+pub trait Monitor: Send {
+    /// Runs `command` and returns its `return` value.
+    fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value>;
+    fn version(&self) -> QemuVersion;
+    /// What errors name: `QMP socket PATH`, `QMP of libvirt domain NAME`.
+    fn peer(&self) -> String;
+
+    /// The names of the commands this QEMU knows.
+    fn query_commands(&mut self) -> Result<Vec<String>> {
+        #[derive(Deserialize)]
+        struct Cmd {
+            name: String,
+        }
+        let cmds: Vec<Cmd> = call(self, "query-commands", None)?;
+        Ok(cmds.into_iter().map(|c| c.name).collect())
+    }
+
+    /// Every vCPU with its host thread, by index.
+    fn query_cpus_fast(&mut self) -> Result<Vec<CpuInfo>> {
+        let mut cpus: Vec<CpuInfo> = call(self, "query-cpus-fast", None)?;
+        cpus.sort_by_key(|c| c.cpu_index);
+        Ok(cpus)
+    }
+
+    fn query_status(&mut self) -> Result<VmStatus> {
+        call(self, "query-status", None)
+    }
+
+    /// The virtio devices (QEMU ≥ 7.2; `CommandNotFound` before).
+    fn query_virtio(&mut self) -> Result<Vec<VirtioDevice>> {
+        call(self, "x-query-virtio", None)
+    }
+
+    /// One queue of a virtio device (`path` from [`Monitor::query_virtio`]); for virtio-net,
+    /// queue 0 is the first RX queue and 1 the first TX queue.
+    fn virtio_queue_status(&mut self, path: &str, queue: u16) -> Result<VirtQueueStatus> {
+        let args = serde_json::json!({ "path": path, "queue": queue });
+        call(self, "x-query-virtio-queue-status", Some(args))
+    }
+}
+
+/// `execute`, with the reply read as a `T`.
+pub fn call<T: serde::de::DeserializeOwned, M: Monitor + ?Sized>(
+    m: &mut M,
+    command: &str,
+    arguments: Option<Value>,
+) -> Result<T> {
+    let v = m.execute(command, arguments)?;
+    serde_json::from_value(v).map_err(|e| QmpError {
+        peer: m.peer(),
+        kind: QmpErrorKind::BadReply {
+            command: command.to_string(),
+            why: e.to_string(),
+        },
+    })
+}
+
+/// A QMP reply (the one to `command`, id checked by the caller) as its `return` value or error.
+pub fn answer(peer: &str, command: &str, v: Value) -> Result<Value> {
+    let kind = if let Some(r) = v.get("return") {
+        return Ok(r.clone());
+    } else if let Some(e) = v.get("error") {
+        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        QmpErrorKind::Reply {
+            command: command.to_string(),
+            class: s("class"),
+            desc: s("desc"),
+        }
+    } else {
+        QmpErrorKind::BadReply {
+            command: command.to_string(),
+            why: format!("neither return nor error: {v}"),
+        }
+    };
+    Err(QmpError {
+        peer: peer.to_string(),
+        kind,
+    })
+}
+
+fn socket_peer(path: &Path) -> String {
+    format!("QMP socket {}", path.display())
+}
+
+/// A VM's virtio-net RX rings, read through its monitor (a QMP socket, or libvirt): spec 002's receive request queue
 /// (see `decide::tap::virtio_rx_fill` for what the indices mean). Only queue 0 of each device
 /// is read (a multi-queue device's other RX queues are 2, 4, …). Each read costs QEMU's main
 /// loop about 0.5 ms of CPU on this machine (`examples/host_sense_cost.rs`).
-#[derive(Debug)]
 pub struct RxRings {
-    qmp: Qmp,
+    qmp: Box<dyn Monitor>,
     paths: Vec<String>,
+}
+
+impl std::fmt::Debug for RxRings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RxRings")
+            .field("peer", &self.qmp.peer())
+            .field("paths", &self.paths)
+            .finish()
+    }
 }
 
 impl RxRings {
     /// Finds the VM's virtio-net devices. Fails when QEMU has no `x-query-virtio` (before 7.2)
     /// or the VM has no virtio-net device.
-    pub fn new(mut qmp: Qmp) -> std::result::Result<RxRings, String> {
+    pub fn new(mut qmp: Box<dyn Monitor>) -> std::result::Result<RxRings, String> {
         let devices = qmp.query_virtio().map_err(|e| {
             if e.is_command_not_found() {
                 let v = qmp.version();
@@ -424,7 +475,7 @@ impl RxRings {
             .map(|d| d.path)
             .collect();
         if paths.is_empty() {
-            return Err(format!("{}: no virtio-net device", qmp.path().display()));
+            return Err(format!("{}: no virtio-net device", qmp.peer()));
         }
         Ok(RxRings { qmp, paths })
     }
@@ -654,7 +705,7 @@ mod tests {
             queue(1000, 1240),
         ];
         let (path, _dir, t) = server(Some(&greeting()), replies);
-        let mut rings = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap();
+        let mut rings = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap();
         assert_eq!(
             rings.fill(256).unwrap(),
             Some(200),
@@ -668,13 +719,13 @@ mod tests {
         let not_found =
             "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": \"no\"}, \"id\": {id}}\r\n";
         let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), not_found.into()]);
-        let e = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap_err();
+        let e = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap_err();
         assert_eq!(
             e,
             "QEMU 7.2.22 has no x-query-virtio: its rings cannot be read (QEMU ≥ 7.2 has it)"
         );
         let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), ret("[]")]);
-        let e = RxRings::new(Qmp::connect(&path, T).unwrap()).unwrap_err();
+        let e = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap_err();
         assert!(e.ends_with("qmp.sock: no virtio-net device"), "{e}");
     }
 
@@ -842,7 +893,7 @@ mod tests {
         assert!(c.query_status().is_ok());
         assert_eq!(c.peer_pid().unwrap(), q.pid, "SO_PEERCRED names the QEMU");
         // The host agent's RX ring reader: one virtio-net device, no driver yet, so no fill.
-        let mut rings = RxRings::new(c).unwrap();
+        let mut rings = RxRings::new(Box::new(c)).unwrap();
         assert_eq!(rings.paths, std::slice::from_ref(&net.path));
         assert_eq!(rings.fill(256).unwrap(), None);
     }

@@ -41,7 +41,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use colosched_host::real::qmp::Qmp;
+use colosched_host::real::qmp::{Monitor, Qmp};
 use colosched_memwatch::signals::Signals;
 use serde::Serialize;
 use serde_json::{json, Value};
