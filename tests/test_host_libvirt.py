@@ -18,7 +18,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from host_guest.libvirt import LibvirtScene, machine_cgroups
+from host_guest.libvirt import LibvirtScene, cgroup_roots, machine_cgroups
 from host_guest.scene import Guest
 from numa_guest import guest
 from test_agent_pseudo_nodes import AGENT
@@ -55,6 +55,7 @@ def scene(tmp_path_factory):
         pytest.skip(f"no v1 cpuset hierarchy at {CPUSET}")
     if slice_ns(threading.get_native_id()) == 0:
         pytest.skip("this kernel reports no EEVDF slice (needs Linux 6.12+)")
+    made = [r for r in cgroup_roots() if not (r / "machine").exists()]
     s = LibvirtScene([Guest(vcpus=n) for n in VCPUS], tmp=tmp_path_factory.mktemp("scene"))
     guest.need(s.__enter__)
     try:
@@ -63,6 +64,7 @@ def scene(tmp_path_factory):
         s.__exit__(None, None, None)
     assert s.leftovers() == []
     assert machine_cgroups(f"qemu-*-{s.name}*") == [], "libvirt's cgroups of the domains are left"
+    assert not any((r / "machine").exists() for r in made), "libvirt's partition is left"
     assert not any(p.exists() for p in POOLS)
 
 

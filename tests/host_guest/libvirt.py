@@ -102,8 +102,9 @@ def check_libvirt() -> None:
 class Libvirtd:
     """One private libvirtd rooted at `root`, inside network namespace `netns`."""
 
-    def __init__(self, root: Path, netns: str, host: int = 1):
+    def __init__(self, root: Path, netns: str, host: int = 1, cgroups: bool = True):
         self.root = root
+        self.cgroups = cgroups
         self.netns = netns
         self.host_uuid = f"6f1c1e5e-2b8f-4d3e-9a1a-{host:012x}"
         self.uri = f"qemu:///system?socket={root}/run/libvirt-sock"
@@ -113,7 +114,11 @@ class Libvirtd:
         for d in ("etc", "run", "lib", "cache", "log"):
             (self.root / d).mkdir(parents=True, exist_ok=True)
         (self.root / "etc" / "libvirtd.conf").write_text(LIBVIRTD_CONF.format(uuid=self.host_uuid))
-        (self.root / "etc" / "qemu.conf").write_text(QEMU_CONF)
+        # Two daemons on one machine would both name a domain's group machine/qemu-1-NAME: one that
+        # does not need cgroups (a migration's) makes none.
+        (self.root / "etc" / "qemu.conf").write_text(
+            QEMU_CONF + ("" if self.cgroups else "cgroup_controllers = []\n")
+        )
         for name, line in (
             ("passwd", "libvirt-qemu:x:64055:64055::/var/lib/libvirt:/usr/sbin/nologin"),
             ("group", "libvirt-qemu:x:64055:"),
@@ -234,6 +239,7 @@ class LibvirtScene(HostScene):
         kw.setdefault("name", f"{DOMAIN_PREFIX}{os.getpid()}-{next(scene._scenes)}-")
         super().__init__(guests, **kw)
         self.libvirtd: Libvirtd | None = None
+        self._partitions: list[Path] = []  # libvirt's `machine` groups this scene caused
 
     def domain(self, i: int) -> str:
         return f"{self.name}{i}"
@@ -241,6 +247,7 @@ class LibvirtScene(HostScene):
     def _before_boot(self) -> None:
         check_libvirt()
         sweep_cgroups()
+        self._partitions = [r / "machine" for r in cgroup_roots() if not (r / "machine").exists()]
         self.libvirtd = Libvirtd(self.dir / "libvirt", self.netns)
         self.libvirtd.start()
 
@@ -257,6 +264,16 @@ class LibvirtScene(HostScene):
         if self.libvirtd is not None:
             self.libvirtd.stop(failed)
         super()._stop_guests(failed)
+        # libvirt makes its partition (`machine`) and never removes it: the scene does, if it
+        # was not there before and nothing else is in it.
+        for group in self._partitions:
+            try:
+                group.rmdir()
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                failed.append(f"libvirt's partition {group}: {e}")
+        self._partitions = []
 
     def why(self, g: Guest, message: str, tail: int = 40) -> str:
         text = super().why(g, message, tail)
@@ -268,11 +285,16 @@ class LibvirtScene(HostScene):
         return text
 
 
+def cgroup_roots() -> list[Path]:
+    """The v1 hierarchies under /sys/fs/cgroup and cgroup2 (where libvirt makes groups)."""
+    v1 = [p for p in CGROUP_V1.iterdir() if p.is_dir() and not p.is_symlink() and p != CGROUP_V2]
+    return v1 + ([CGROUP_V2] if CGROUP_V2.is_dir() else [])
+
+
 def machine_cgroups(pattern: str = "qemu-*") -> list[Path]:
     """libvirt's per-domain cgroups (`machine/qemu-N-NAME.libvirt-qemu` in each v1 hierarchy and in
     cgroup2) whose name matches `pattern`."""
-    roots = [p for p in CGROUP_V1.iterdir() if p.is_dir() and p != CGROUP_V2] + [CGROUP_V2]
-    return [d for root in roots for d in sorted((root / "machine").glob(f"{pattern}.libvirt-qemu"))]
+    return [d for root in cgroup_roots() for d in sorted((root / "machine").glob(f"{pattern}.libvirt-qemu"))]
 
 
 def sweep_cgroups() -> list[str]:
