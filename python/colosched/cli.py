@@ -840,7 +840,9 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("agent", help="node agent: move best-effort tasks between NUMA nodes (docs/agent.md)")
     sub.add_parser("host", help="host agent: vCPU pools and slices for QEMU/KVM VMs (docs/host-agent.md)")
     sub.add_parser("memwatch", help="memory-threshold notification for a cgroup (docs/memwatch.md)")
-    sub.add_parser("migrate", help="live-migrate the VMs of a plan with QEMU over QMP (docs/vm-placement.md)")
+    sub.add_parser(
+        "migrate", help="live-migrate the VMs of a plan over QMP or through libvirt (docs/vm-placement.md)"
+    )
     p = sub.add_parser(
         "demo", help="the 8 policies on the bundled real sample where they act, then at the thesis's scale"
     )

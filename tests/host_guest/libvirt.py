@@ -196,9 +196,19 @@ class Libvirtd:
 
 
 def domain_xml(name: str, g: Guest, image: Path, initrd: Path) -> str:
-    """A TCG domain booting the scene's kernel and initramfs, virtio-net on guest g's existing tap,
-    its serial console into g.console."""
+    """A TCG domain booting the scene's kernel and initramfs, virtio-net on guest g's existing tap
+    (none when g.tap is empty), its serial console into g.console."""
     e = escape
+    nic = (
+        f"""    <interface type='ethernet'>
+      <mac address='52:54:00:77:00:{g.index:02x}'/>
+      <target dev='{e(g.tap)}' managed='no'/>
+      <model type='virtio'/>
+    </interface>
+"""
+        if g.tap
+        else ""
+    )
     return f"""<domain type='qemu'>
   <name>{e(name)}</name>
   <memory unit='MiB'>{g.mem_mb}</memory>
@@ -215,12 +225,7 @@ def domain_xml(name: str, g: Guest, image: Path, initrd: Path) -> str:
   <on_crash>destroy</on_crash>
   <devices>
     <emulator>{e(str(guest.qemu()))}</emulator>
-    <interface type='ethernet'>
-      <mac address='52:54:00:77:00:{g.index:02x}'/>
-      <target dev='{e(g.tap)}' managed='no'/>
-      <model type='virtio'/>
-    </interface>
-    <serial type='file'>
+{nic}    <serial type='file'>
       <source path='{e(str(g.console))}'/>
       <target port='0'/>
     </serial>

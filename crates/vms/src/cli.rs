@@ -26,7 +26,8 @@ not started); 2 bad plan or config (nothing started); 130/143 interrupted by SIG
 #[derive(Parser)]
 #[command(
     name = "colosched migrate",
-    about = "Carries out a VM placement plan with QEMU live migration over QMP (spec 003).",
+    about = "Carries out a VM placement plan with QEMU live migration over QMP, or through \
+             libvirt (spec 003).",
     after_help = AFTER
 )]
 struct Cli {
@@ -47,7 +48,8 @@ struct VmsArgs {
     #[arg(long, value_name = "PLAN.json")]
     plan: PathBuf,
     /// The hosts' link, bandwidth cap, timeout, run_dir, the [[host]]s and each [[vm]]'s QMP
-    /// socket (examples/migrate.toml).
+    /// socket (examples/migrate.toml), or the hosts' libvirt URIs and the VMs' domains
+    /// (examples/migrate-libvirt.toml).
     #[arg(long, value_name = "CONFIG.toml")]
     config: PathBuf,
     /// Check the plan, the config and the VMs and print what would be done (the default).

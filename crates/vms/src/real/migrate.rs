@@ -4,7 +4,8 @@
 //!
 //! Here both "hypervisors" are this machine: the destination QEMU is started locally with the
 //! source's command line, rewritten by [`argv::destination`] (what it rewrites and what it
-//! refuses is listed there). A real cluster does the same with libvirt (docs/vm-placement.md).
+//! refuses is listed there). A config whose VMs are libvirt domains is carried out by libvirt's
+//! own live migration instead, between the hosts' libvirts (`libvirt`, below).
 //!
 //! One migration, in order:
 //! 1. the source's pid from its QMP socket (SO_PEERCRED), its argv from `/proc/PID/cmdline`,
@@ -33,6 +34,7 @@
 
 mod argv;
 mod config;
+mod libvirt;
 
 use std::io::IsTerminal;
 use std::net::{IpAddr, SocketAddr, TcpListener};
@@ -180,6 +182,9 @@ fn uri(addr: IpAddr, port: u16) -> String {
 /// a QEMU holding a VM refuses the plan. Returns a report per move (status `planned`) and the
 /// leftovers to [`clean`] before the plan runs; nothing is changed.
 pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftover>), Bad> {
+    if c.libvirt() {
+        return libvirt::check(c, waves).map(|r| (r, Vec::new()));
+    }
     check_plan(c, waves).map_err(Bad::Plan)?;
     let mut out = Vec::new();
     let mut left: Vec<Leftover> = Vec::new();
@@ -771,7 +776,12 @@ pub fn execute(
                 continue;
             }
             let (i, _) = c.vm(&m.vm).expect("checked");
-            match migrate_one(c, &mut r, m, &qmp[i], signals) {
+            let moved = if c.libvirt() {
+                libvirt::migrate_one(c, &mut r, m, signals).map(|()| qmp[i].clone())
+            } else {
+                migrate_one(c, &mut r, m, &qmp[i], signals)
+            };
+            match moved {
                 Ok(new) => {
                     r.status = "completed".into();
                     qmp[i] = new;

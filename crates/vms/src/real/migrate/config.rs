@@ -38,6 +38,8 @@ pub struct Host {
     pub address: IpAddr,
     /// Ports are tried from here.
     pub port_base: u16,
+    /// Its libvirt (`qemu+ssh://h1/system`): the moves go through libvirt's live migration.
+    pub libvirt: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -45,8 +47,10 @@ pub struct Vm {
     pub id: String,
     /// The host it runs on now.
     pub host: String,
-    /// Its QMP socket on that host.
+    /// Its QMP socket on that host (empty for a libvirt domain).
     pub qmp: PathBuf,
+    /// Its libvirt domain name: the VM is moved by libvirt, not over QMP.
+    pub domain: Option<String>,
 }
 
 impl Config {
@@ -61,6 +65,11 @@ impl Config {
 
     pub fn vm(&self, id: &str) -> Option<(usize, &Vm)> {
         self.vms.iter().enumerate().find(|(_, v)| v.id == id)
+    }
+
+    /// Whether the VMs are libvirt domains (every one, then: checked by `parse_config`).
+    pub fn libvirt(&self) -> bool {
+        self.vms.iter().any(|v| v.domain.is_some())
     }
 }
 
@@ -190,7 +199,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
     let mut hosts: Vec<Host> = Vec::new();
     for (i, t) in tables(&top, "host")?.into_iter().enumerate() {
         let at = format!("host[{i}].");
-        unknown_keys(t, &["id", "address", "port_base"], &at)?;
+        unknown_keys(t, &["id", "address", "port_base", "libvirt"], &at)?;
         let id = id(t, &at)?;
         if hosts.iter().any(|h| h.id == id) {
             return Err(format!("{at}id: {id:?} is already a host"));
@@ -209,16 +218,21 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
                 ))
             }
         };
+        let libvirt = string(t, "libvirt", &at)?;
+        if libvirt.as_deref().is_some_and(|u| u.trim().is_empty()) {
+            return Err(format!("{at}libvirt: an empty URI"));
+        }
         hosts.push(Host {
             id,
             address,
             port_base,
+            libvirt,
         });
     }
     let mut vms: Vec<Vm> = Vec::new();
     for (i, t) in tables(&top, "vm")?.into_iter().enumerate() {
         let at = format!("vm[{i}].");
-        unknown_keys(t, &["id", "host", "qmp"], &at)?;
+        unknown_keys(t, &["id", "host", "qmp", "domain"], &at)?;
         let id = id(t, &at)?;
         if vms.iter().any(|v| v.id == id) {
             return Err(format!("{at}id: {id:?} is already a VM"));
@@ -227,19 +241,71 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
         if !hosts.iter().any(|h| h.id == host) {
             return Err(format!("{at}host: {host:?} is not a [[host]] id"));
         }
-        let qmp = required(string(t, "qmp", &at)?, "qmp", &at)?;
-        if qmp.is_empty() {
-            return Err(format!("{at}qmp: empty"));
-        }
-        let qmp = base.join(qmp);
-        if let Some(other) = vms.iter().find(|v| v.qmp == qmp) {
+        let (qmp, domain) = match (string(t, "qmp", &at)?, string(t, "domain", &at)?) {
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "{at}domain: a VM is reached through its QMP socket or its libvirt domain, \
+                     not both"
+                ))
+            }
+            (None, None) => return Err(format!("{at}qmp: missing (or domain, under libvirt)")),
+            (_, Some(d)) if d.trim().is_empty() => return Err(format!("{at}domain: empty")),
+            (Some(q), _) if q.is_empty() => return Err(format!("{at}qmp: empty")),
+            (Some(q), None) => (base.join(q), None),
+            (None, Some(d)) => (PathBuf::new(), Some(d)),
+        };
+        if let Some(other) = vms.iter().find(|v| domain.is_none() && v.qmp == qmp) {
             return Err(format!(
                 "{at}qmp: {} is {}'s socket too",
                 qmp.display(),
                 other.id
             ));
         }
-        vms.push(Vm { id, host, qmp });
+        if let Some(other) = vms.iter().find(|v| domain.is_some() && v.domain == domain) {
+            let d = other.domain.as_deref().unwrap_or_default();
+            return Err(format!("{at}domain: {d:?} is {}'s too", other.id));
+        }
+        // One way for the whole run: libvirt's migration, or ours over QMP.
+        if let Some(first) = vms.first() {
+            if first.domain.is_some() != domain.is_some() {
+                let (k, o) = if domain.is_some() {
+                    ("domain", "qmp")
+                } else {
+                    ("qmp", "domain")
+                };
+                return Err(format!(
+                    "{at}{k}: vm[0] gives {o}: every VM of a config is a libvirt domain, or \
+                     none is"
+                ));
+            }
+        }
+        if domain.is_some() {
+            let (hi, h) = hosts
+                .iter()
+                .enumerate()
+                .find(|(_, h)| h.id == host)
+                .expect("checked");
+            if h.libvirt.is_none() {
+                return Err(format!(
+                    "host[{hi}].libvirt: missing: {} is a libvirt domain ({at}domain) on this host",
+                    id
+                ));
+            }
+        }
+        vms.push(Vm {
+            id,
+            host,
+            qmp,
+            domain,
+        });
+    }
+    if !vms.is_empty() && vms[0].domain.is_some() {
+        if let Some((hi, _)) = hosts.iter().enumerate().find(|(_, h)| h.libvirt.is_none()) {
+            return Err(format!(
+                "host[{hi}].libvirt: missing: the VMs are libvirt domains, so every host needs \
+                 its libvirt URI"
+            ));
+        }
     }
     Ok(Config {
         link_mbps,
@@ -416,6 +482,14 @@ mod tests {
     }
 
     #[test]
+    fn the_libvirt_example_config_checks() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+        let text = std::fs::read_to_string(root.join("migrate-libvirt.toml")).unwrap();
+        let c = parse_config(&text, &root).unwrap();
+        assert!(c.libvirt() && c.hosts.iter().all(|h| h.libvirt.is_some()));
+    }
+
+    #[test]
     fn the_example_config_checks() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
         let text = std::fs::read_to_string(root.join("migrate.toml")).unwrap();
@@ -528,6 +602,68 @@ mod tests {
         assert!(e.starts_with("host: missing"), "{e}");
         let e = cfg("[migrate\n").unwrap_err();
         assert!(e.contains("line 1"), "{e}");
+    }
+
+    #[test]
+    fn libvirt_configs_give_every_host_a_uri_and_every_vm_a_domain() {
+        let lv = GOOD
+            .replace(
+                "address = \"127.0.0.1\"",
+                "address = \"127.0.0.1\"\nlibvirt = \"qemu+ssh://h0/system\"",
+            )
+            .replace(
+                "address = \"::1\"",
+                "address = \"::1\"\nlibvirt = \"qemu+ssh://h1/system\"",
+            )
+            .replace("qmp = \"/run/qemu/zk1.qmp\"", "domain = \"zk1\"")
+            .replace("qmp = \"zk2.qmp\"", "domain = \"zk2\"");
+        let c = cfg(&lv).unwrap();
+        assert!(c.libvirt() && !cfg(GOOD).unwrap().libvirt());
+        assert_eq!(c.vms[1].domain.as_deref(), Some("zk2"));
+        assert_eq!(c.hosts[1].libvirt.as_deref(), Some("qemu+ssh://h1/system"));
+        for (from, to, needle) in [
+            (
+                "domain = \"zk2\"",
+                "qmp = \"zk2.qmp\"",
+                "vm[1].qmp: vm[0] gives domain",
+            ),
+            (
+                "domain = \"zk2\"",
+                "domain = \"zk1\"",
+                "vm[1].domain: \"zk1\" is zk1's too",
+            ),
+            ("domain = \"zk2\"", "domain = \"\"", "vm[1].domain: empty"),
+            (
+                "domain = \"zk2\"",
+                "domain = \"zk2\"\nqmp = \"q\"",
+                "vm[1].domain: a VM is reached",
+            ),
+            (
+                "libvirt = \"qemu+ssh://h1/system\"",
+                "",
+                "host[1].libvirt: missing: zk2 is a libvirt domain",
+            ),
+            (
+                "libvirt = \"qemu+ssh://h1/system\"",
+                "libvirt = \" \"",
+                "host[1].libvirt: an empty URI",
+            ),
+        ] {
+            assert!(lv.contains(from), "{from}");
+            let e = cfg(&lv.replacen(from, to, 1)).unwrap_err();
+            assert!(e.starts_with(needle), "{to}: {e}");
+        }
+        // A host no libvirt VM runs on still needs its URI: it may be a destination.
+        let three = lv.replacen(
+            "[[vm]]",
+            "[[host]]\nid = \"h2\"\naddress = \"10.0.0.3\"\n[[vm]]",
+            1,
+        );
+        let e = cfg(&three).unwrap_err();
+        assert!(
+            e.starts_with("host[2].libvirt: missing: the VMs are libvirt domains"),
+            "{e}"
+        );
     }
 
     const PLAN: &str = r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1", "mb": 1280}],
