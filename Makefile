@@ -59,7 +59,7 @@ rust-test:
 	$(CARGO_TEST)
 
 py-test: build
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q -rs
 
 lint: venv
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
