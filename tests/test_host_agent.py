@@ -298,20 +298,15 @@ def test_ia_rotate_pins_each_vcpu_and_rotates_the_fast_core(scene, tmp_path):
     assert 0.9 < ratio < 1.11, (scaled, fast_turns)
 
 
-def test_rx_ring_reads_the_guest_ring_through_qmp(scene, tmp_path):
-    """`rx_ring` on guest 1: idle, its virtio-net RX ring reads nearly empty (the fill is read:
-    taps alone give 0 without drops); flooded with every guest hogging, full (spec 002's
-    overflow, seen in the ring itself). Guest 2, without it, reads 0 while idle."""
-    g1 = scene.guests[1]
-    vms = "".join(f'[[vm]]\nname = "{scene.name}{g.index}"\n' for g in scene.guests)
-    vms = vms.replace(f'"{scene.name}1"\n', f'"{scene.name}1"\nqmp = "{g1.qmp}"\nrx_ring = true\n')
-    log = tmp_path / "log.jsonl"
-    cfg = tmp_path / "host.toml"
-    cfg.write_text(f'state_file = "{tmp_path}/state.json"\ndry_run = true\ndecision_log = "{log}"\n{vms}')
-    cmd = [str(AGENT), "host", "run", "--config", str(cfg)]
-    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+def rx_ring_run(scene: HostScene, cfg: Path, log: Path) -> tuple[list[dict], int]:
+    """A dry `host run` on `cfg` (logging to `log`): 5 idle windows, then every guest hogging with
+    a 3 s UDP flood into guest 1. Returns the logged windows and how many came before the flood;
+    no window may have counted an `rx_ring` error."""
+    proc = subprocess.Popen(
+        [str(AGENT), "host", "run", "--config", str(cfg)], stderr=subprocess.PIPE, text=True
+    )
     try:
-        assert wait_for(lambda: logged(log) >= 5, 10.0), "no windows logged"
+        assert wait_for(lambda: logged(log) >= 5, 15.0), "no windows logged"
         idle = logged(log)
         flood = flood_with_hogs(scene, 3.0)
         flood.join()
@@ -322,9 +317,25 @@ def test_rx_ring_reads_the_guest_ring_through_qmp(scene, tmp_path):
     assert proc.returncode == 0, err
     rows = windows(log)
     assert "rx_ring" not in rows[-1]["errors"], rows[-1]["errors"]
+    return rows, idle
 
-    def rq(name: str, part: list[dict]) -> list[float]:
-        return [next(v for v in w["vms"] if v["name"] == name)["rx_rq_mean"] for w in part]
+
+def rq(name: str, part: list[dict]) -> list[float]:
+    """The VM's mean RX request-queue length in each window of `part`."""
+    return [next(v for v in w["vms"] if v["name"] == name)["rx_rq_mean"] for w in part]
+
+
+def test_rx_ring_reads_the_guest_ring_through_qmp(scene, tmp_path):
+    """`rx_ring` on guest 1: idle, its virtio-net RX ring reads nearly empty (the fill is read:
+    taps alone give 0 without drops); flooded with every guest hogging, full (spec 002's
+    overflow, seen in the ring itself). Guest 2, without it, reads 0 while idle."""
+    g1 = scene.guests[1]
+    vms = "".join(f'[[vm]]\nname = "{scene.name}{g.index}"\n' for g in scene.guests)
+    vms = vms.replace(f'"{scene.name}1"\n', f'"{scene.name}1"\nqmp = "{g1.qmp}"\nrx_ring = true\n')
+    log = tmp_path / "log.jsonl"
+    cfg = tmp_path / "host.toml"
+    cfg.write_text(f'state_file = "{tmp_path}/state.json"\ndry_run = true\ndecision_log = "{log}"\n{vms}')
+    rows, idle = rx_ring_run(scene, cfg, log)
 
     assert all(0 < x < 150 for x in rq("ha1", rows[:idle])), rq("ha1", rows[:idle])
     assert rq("ha2", rows[:idle]) == [0.0] * idle

@@ -27,7 +27,8 @@ from test_host_agent import (
     POOLS,
     cpuset_of,
     flood_with_hogs,
-    logged,
+    rq,
+    rx_ring_run,
     slice_ns,
     stop_hogs,
     wait_for,
@@ -190,27 +191,9 @@ def test_rx_ring_is_read_through_libvirt(scene, tmp_path):
     vms = vms.replace(f'"{d1}"\n', f'"{d1}"\nrx_ring = true\n')
     log = tmp_path / "log.jsonl"
     cfg = config(tmp_path, scene, vms=vms, extra=f'dry_run = true\ndecision_log = "{log}"')
-    proc = subprocess.Popen(
-        [str(AGENT), "host", "run", "--config", str(cfg)], stderr=subprocess.PIPE, text=True
-    )
-    try:
-        assert wait_for(lambda: logged(log) >= 5, 15.0), "no windows logged"
-        idle = logged(log)
-        flood = flood_with_hogs(scene, 3.0)
-        flood.join()
-        stop_hogs(scene)
-    finally:
-        proc.terminate()
-        _, err = proc.communicate(timeout=20)
-    assert proc.returncode == 0, err
-    rows = windows(log)
-    assert "rx_ring" not in rows[-1]["errors"], rows[-1]["errors"]
-
-    def rq(part: list[dict]) -> list[float]:
-        return [next(v for v in w["vms"] if v["name"] == d1)["rx_rq_mean"] for w in part]
-
-    assert all(0 < x < 150 for x in rq(rows[:idle])), rq(rows[:idle])
-    flooded = sorted(rq(rows[idle + 3 :]))
+    rows, idle = rx_ring_run(scene, cfg, log)
+    assert all(0 < x < 150 for x in rq(d1, rows[:idle])), rq(d1, rows[:idle])
+    flooded = sorted(rq(d1, rows[idle + 3 :]))
     assert flooded and flooded[len(flooded) // 2] >= 150, flooded
 
 
