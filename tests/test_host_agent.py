@@ -71,13 +71,18 @@ def snapshot(scene: HostScene) -> dict[int, tuple[str, int]]:
     return {t: (cpuset_of(g.pid, t), slice_ns(t)) for g in scene.guests for t in g.vcpu_tids()}
 
 
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory):
+def need_agent_host() -> None:
+    """Fails without the static agent; skips, saying why, without v1 cpuset or EEVDF slices."""
     assert AGENT.exists(), f"{AGENT} is missing: `make agent-static` builds it (make test does)"
     if not (CPUSET / "tasks").exists():
         pytest.skip(f"no v1 cpuset hierarchy at {CPUSET}")
     if slice_ns(threading.get_native_id()) == 0:
         pytest.skip("this kernel reports no EEVDF slice (needs Linux 6.12+)")
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    need_agent_host()
     s = HostScene([Guest(vcpus=n) for n in VCPUS], tmp=tmp_path_factory.mktemp("scene"), name="ha")
     guest.need(s.__enter__)
     try:

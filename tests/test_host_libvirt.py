@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import threading
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,10 @@ from host_guest.scene import Guest
 from numa_guest import guest
 from test_agent_pseudo_nodes import AGENT
 from test_host_agent import (
-    CPUSET,
     POOLS,
     cpuset_of,
     flood_with_hogs,
+    need_agent_host,
     rq,
     rx_ring_run,
     slice_ns,
@@ -51,11 +50,7 @@ def state(s: LibvirtScene) -> dict[int, tuple[str, int, str]]:
 
 @pytest.fixture(scope="module")
 def scene(tmp_path_factory):
-    assert AGENT.exists(), f"{AGENT} is missing: `make agent-static` builds it (make test does)"
-    if not (CPUSET / "tasks").exists():
-        pytest.skip(f"no v1 cpuset hierarchy at {CPUSET}")
-    if slice_ns(threading.get_native_id()) == 0:
-        pytest.skip("this kernel reports no EEVDF slice (needs Linux 6.12+)")
+    need_agent_host()
     made = [r for r in cgroup_roots() if not (r / "machine").exists()]
     s = LibvirtScene([Guest(vcpus=n) for n in VCPUS], tmp=tmp_path_factory.mktemp("scene"))
     guest.need(s.__enter__)
