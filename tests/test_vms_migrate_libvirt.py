@@ -149,6 +149,23 @@ def test_dry_run_checks_both_libvirts_and_changes_nothing(pair):
     pair.write(frm="h1", to="h0")
     r = pair.run()
     assert r.returncode == 2 and 'vm[0] (zk1).domain: h1 has no domain "zk1"' in r.stderr, r.stderr
+    # A domain of that name already running on the destination (moved by an earlier run?).
+    pair.write()
+    pair.h[1].virsh("create", str(pair.tmp / "zk1.xml"))
+    try:
+        r = pair.run()
+        assert r.returncode == 2 and '"zk1" already runs on h1' in r.stderr, r.stderr
+    finally:
+        pair.h[1].virsh("destroy", "zk1")
+    # A defined domain that does not run is not migrated.
+    pair.h[0].virsh("destroy", "zk1")
+    try:
+        r = pair.run()
+        assert r.returncode == 2 and '"zk1" is "shut off" on h0' in r.stderr, r.stderr
+    finally:
+        pair.h[0].virsh("start", "zk1")
+    before = pair.count()
+    assert wait_for(lambda: pair.count() > before, 60), "zk1 did not boot again"
 
 
 def test_libvirt_moves_the_domain_capped_and_back_uncapped(pair):
