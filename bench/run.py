@@ -120,7 +120,6 @@ def replay_in_child(root: Path, machines: int, policy: str = "fine:mem_usage") -
     """Replays in a fresh process (ingest from cache, then replay); returns times and peak RSS."""
     code = f"""
 import json, resource, time
-from benchutil import table
 
 from colosched import cluster
 t0 = time.perf_counter(); trace = cluster.load({str(root)!r}); t1 = time.perf_counter()

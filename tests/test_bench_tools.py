@@ -6,7 +6,8 @@ bench/RESULTS.md would be wrong without any benchmark failing.
 - benchutil.vcpus_kept_awake must put one SCHED_IDLE busy loop on each CPU and leave none behind,
   also when the process holding them is killed with SIGKILL;
 - bench/machine/vcpu_wake.c must report both kinds of wake-up, refuse bad arguments, and leave no
-  spinner behind.
+  spinner behind;
+- bench/run.py's replay child must run from the repository root (issue 29).
 """
 
 from __future__ import annotations
@@ -125,3 +126,16 @@ def test_vcpu_wake_reports_both_kinds_and_leaves_no_spinner(tmp_path):
         p50, p99, mx = (float(w[w.index(k) + 1]) for k in ("p50", "p99", "max"))
         assert 0 < p50 <= p99 <= mx, line
     assert pids_running(str(exe)) == [], "the spinner outlived the probe"
+
+
+def test_replay_in_child_runs_from_the_repository_root():
+    """bench/run.py's full and scale sections replay in a child process started from wherever
+    the bench was (the repository root, as its docstring says); the child once imported
+    `benchutil`, which only the parent could find (issue 29)."""
+    code = (
+        "import sys; sys.path.insert(0, 'bench'); from pathlib import Path; import run; "
+        "r = run.replay_in_child(Path('data/google-2011-sample').resolve(), 200); "
+        "assert r['steps'] > 0 and r['rss_gib'] > 0, r; print('ok')"
+    )
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.strip().endswith("ok"), p.stderr[-2000:]
