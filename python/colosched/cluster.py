@@ -131,7 +131,7 @@ def run(
     seed_list = [seed + i for i in range(seeds)]
     native = {**params, "keep_series": keep_series}
     jobs = _native.simulate_jobs(loaded, policies, seed_list, profile, native, usage_seed, threads, progress)
-    summary = pl.DataFrame([j["summary"] for j in jobs])
+    summary = pl.DataFrame([dict(sorted(j["summary"].items())) for j in jobs])  # columns by name
     frames = []
     for j in jobs:
         s = j["summary"]

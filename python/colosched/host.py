@@ -8,10 +8,10 @@ gathers the runs into tables.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 
 import polars as pl
+import polars.selectors as cs
 
 from colosched import _native
 
@@ -62,15 +62,15 @@ def run(
     total = len(names) * len(seeds)
     for name in names:
         for seed in seeds:
-            r = json.loads(loaded.run(name, int(seed)))
+            r = loaded.run(name, int(seed))
             for v in r.pop("vms"):
                 vms.append({"scenario": r["scenario"], "scheduler": name, "seed": seed, **v})
             runs.append(r)
             if progress:
                 progress(len(runs), total)
+    vms = pl.DataFrame(vms, infer_schema_length=None).with_columns(cs.float().fill_nan(None))
     return _keys_first(pl.DataFrame(runs), ["scenario", "scheduler", "seed"]), _keys_first(
-        pl.DataFrame(vms, infer_schema_length=None),
-        ["scenario", "scheduler", "seed", "vm", "vcpus", "workload"],
+        vms, ["scenario", "scheduler", "seed", "vm", "vcpus", "workload"]
     )
 
 
@@ -88,7 +88,8 @@ def pings(vms: pl.DataFrame) -> pl.DataFrame:
 
 
 def _keys_first(df: pl.DataFrame, keys: list[str]) -> pl.DataFrame:
-    return df.select(keys + [c for c in df.columns if c not in keys])
+    """`keys`, then the other columns by name."""
+    return df.select(keys + sorted(c for c in df.columns if c not in keys))
 
 
 def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:

@@ -243,7 +243,7 @@ pub struct Summary {
 }
 
 /// Per-step aggregates (no per-task history): one entry per step in each vector.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Series {
     pub cycle: Vec<u32>,
     pub time_s: Vec<u32>,
@@ -256,7 +256,7 @@ pub struct Series {
     pub move_to_second: Vec<u32>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Outcome {
     pub summary: Summary,
     pub series: Series,

@@ -7,6 +7,8 @@ use crate::sim::sched::{
     Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
 };
 use crate::sim::MS;
+use serde::Serialize;
+
 use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
 
 /// Every scheduler `scheduler` builds, in the order `all` runs them.
@@ -104,7 +106,7 @@ pub fn scheduler_seeded(
 }
 
 /// One VM's results in one run.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VmResult {
     pub vm: String,
     pub vcpus: usize,
@@ -137,7 +139,7 @@ pub struct VmResult {
 }
 
 /// One run: a scenario under a scheduler.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunResult {
     pub scenario: String,
     pub scheduler: String,

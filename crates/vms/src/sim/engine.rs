@@ -9,7 +9,7 @@
 //! loses `cpu_overhead` of its speed (dirty-page tracking), the copy takes the link from the
 //! VM's backend traffic, and reading and writing the cache slice takes both SSDs' bandwidth.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::io::{self, Demand, Limit, Stream};
 use super::scenario::{
@@ -23,7 +23,7 @@ use colosched_core::rng::{mix, Rng};
 /// The placement policies: spec 003's planner and its baselines.
 pub const POLICIES: &[&str] = &["none", "random", "cloudcache", "planner"];
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
     pub scenario: String,
     pub policy: String,
@@ -39,7 +39,7 @@ pub struct RunResult {
 }
 
 /// Per VM, over the measured time (after `measure_from_s`).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct VmResult {
     pub vm: String,
     pub app: String,
@@ -51,7 +51,7 @@ pub struct VmResult {
     pub host: String,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct JobResult {
     pub app: String,
     pub job: String,
@@ -64,7 +64,7 @@ pub struct JobResult {
     pub measured: bool,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct AppResult {
     pub app: String,
     pub kind: String,
@@ -78,7 +78,7 @@ pub struct AppResult {
     pub ops_s: Option<f64>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct MigrationResult {
     pub vm: String,
     pub from: String,
@@ -101,7 +101,7 @@ pub struct MigrationResult {
 /// paper's windows.
 pub const STRAIGHT_BACK_S: f64 = 600.0;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WindowResult {
     pub t_s: u32,
     pub host: String,
@@ -110,7 +110,7 @@ pub struct WindowResult {
     pub vms: usize,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SpreadResult {
     pub t_s: u32,
     pub app: String,
