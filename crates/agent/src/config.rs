@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use colosched_core::{Order, Policy};
+use colosched_core::{GuardSettings, Order, Policy};
 
 use crate::error::{Error, Result};
 use crate::sense::cgroup::is_cgroup_dir;
@@ -59,6 +59,7 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
+        let guards = GuardSettings::default();
         Config {
             interval_s: 2.0,
             policy: Policy::Coarse,
@@ -71,7 +72,7 @@ impl Default for Config {
             cgroup_root: PathBuf::from("/sys/fs/cgroup"),
             sensor: SensorKind::Auto,
             threshold: None,
-            hysteresis: 2,
+            hysteresis: guards.hysteresis,
             samples_per_interval: None,
             psi_cgroups: Vec::new(),
             be_cgroups: Vec::new(),
@@ -84,9 +85,9 @@ impl Default for Config {
             migrate_memory: false,
             all_os_activities: false,
             max_moves_per_cycle: 256,
-            cooldown_s: 10.0,
+            cooldown_s: f64::from(guards.cooldown_s),
             min_task_age_s: 0.0,
-            min_improvement: 0.1,
+            min_improvement: guards.min_improvement,
             warning_threshold: 1.0,
             metrics_listen: None,
             seed: 0x5eed,

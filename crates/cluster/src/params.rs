@@ -2,7 +2,7 @@
 //! maps a key such as `overcommit_ratio` to a `Config` field, both to set it (from the command
 //! line or Python) and to list every resolved value (for `meta.json`).
 
-use colosched_core::{Limits, MigratableCpu, Receiver};
+use colosched_core::{GuardSettings, Limits, MigratableCpu, Receiver};
 
 use crate::{
     Admission, Config, DurationOver, Penalty, Placement, Queue, Replay, TaskStart, Until, UsageGaps,
@@ -40,6 +40,7 @@ impl Profile {
     }
 
     pub fn config(self) -> Config {
+        let guards = GuardSettings::default();
         let thesis = Config {
             profile: self,
             machines: 800,
@@ -73,12 +74,10 @@ impl Profile {
             bandwidth_mbit_s: None,
             seed: 1,
             keep_series: true,
-            // The agent's defaults (crates/agent/src/config.rs): hysteresis 2, min_improvement
-            // 0.1, cooldown_s 10.
             guards: false,
-            guard_hysteresis: 2,
-            guard_min_improvement: 0.1,
-            guard_cooldown_s: 10,
+            guard_hysteresis: guards.hysteresis,
+            guard_min_improvement: guards.min_improvement,
+            guard_cooldown_s: guards.cooldown_s,
         };
         match self {
             Profile::Thesis => thesis,

@@ -15,6 +15,27 @@ use std::hash::Hash;
 
 use crate::{Cell, Limits, Move, Planner, Rng, TaskId};
 
+/// The guards' settings as people write them, with their one `Default`: the node agent's config
+/// (`[sensor] hysteresis`, `[limits] min_improvement`, `cooldown_s`) and the cluster simulator's
+/// `guard_*` parameters start from it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct GuardSettings {
+    pub hysteresis: u32,
+    pub min_improvement: f64,
+    /// Seconds a moved task stays put.
+    pub cooldown_s: u32,
+}
+
+impl Default for GuardSettings {
+    fn default() -> Self {
+        GuardSettings {
+            hysteresis: 2,
+            min_improvement: 0.1,
+            cooldown_s: 10,
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Guards {
     /// A node is over at this load (the agent's sensor threshold).

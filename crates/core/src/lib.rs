@@ -16,7 +16,7 @@ pub mod policy;
 pub mod proctext;
 pub mod rng;
 
-pub use guards::{Cooldown, Guarded, Guards};
+pub use guards::{Cooldown, GuardSettings, Guarded, Guards};
 pub use metrics::gini;
 pub use policy::{Limits, MigratableCpu, Order, Planner, Policy, Receiver};
 pub use rng::Rng;
