@@ -473,7 +473,7 @@ def cmd_sweep_vms(args: argparse.Namespace) -> int:
     meta |= {"baseline": baseline, "seeds": seeds, "executor": args.executor, "wall_s": wall}
     written = outputs.write_tables(args.out, meta, {"summary": head}, {"sweep": table})
     if not args.no_report:
-        from colosched.vms_report import write_vms_sweep_report
+        from colosched.report.vms import write_vms_sweep_report
 
         written.append(write_vms_sweep_report(args.out, table, meta, baseline))
     if args.json:
@@ -504,7 +504,7 @@ def cmd_sweep_host(args: argparse.Namespace) -> int:
     meta |= {"seeds": seeds, "executor": args.executor, "wall_s": wall}
     written = outputs.write_tables(args.out, meta, {"summary": head}, {"sweep": table})
     if not args.no_report:
-        from colosched.host_report import write_host_sweep_report
+        from colosched.report.host import write_host_sweep_report
 
         written.append(write_host_sweep_report(args.out, table, meta, names[0]))
     if args.json:
@@ -542,7 +542,7 @@ TABLE_COLUMNS = [
 
 def show_table(result: cluster.Result, wall: float) -> None:
     """Mean per policy (± the 95% CI half-width when there are several seeds)."""
-    from colosched.report import summarize
+    from colosched.report.cluster import summarize
 
     def cell(row: dict, col: str, fmt: str) -> str:
         ci = row.get(col + "_ci")
@@ -580,7 +580,7 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
     }
     written = outputs.write_tables(args.out, meta, {"summary": runs}, {"vms": vms, "pings": pings})
     if not args.no_report:
-        from colosched.host_report import write_host_report
+        from colosched.report.host import write_host_report
 
         written.append(write_host_report(args.out, vms, meta, baseline=names[0], pings=pings))
     if args.json:
@@ -645,7 +645,7 @@ def cmd_sim_vms(args: argparse.Namespace) -> int:
     parquet = {name: tables[name] for name in ("vms", "jobs", "apps", "migrations", "windows", "spread")}
     written = outputs.write_tables(args.out, meta, {"summary": head}, parquet)
     if not args.no_report:
-        from colosched.vms_report import write_vms_report
+        from colosched.report.vms import write_vms_report
 
         written.append(write_vms_report(args.out, tables, meta, baseline=baseline))
     if args.json:
