@@ -9,7 +9,6 @@ from colosched.host or colosched.vms, which load polars: building the parser sta
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 import time
 from pathlib import Path
@@ -49,14 +48,9 @@ def number_list(kind):
     return parse
 
 
-@functools.cache
-def _profile_defaults(profile: str) -> dict[str, Any]:
-    return cluster.defaults(profile)
-
-
 def _defaults_help(key: str) -> str:
     """The default of `key` under each profile, for --help."""
-    values = {name: _profile_defaults(name)[key] for name in cluster.PROFILES}
+    values = {name: cluster.defaults(name)[key] for name in cluster.PROFILES}
     return "default: " + ", ".join(f"{v} ({name})" for name, v in values.items())
 
 
@@ -69,7 +63,7 @@ def migratable(text: str) -> dict[str, Any]:
     profile = {"code": "thesis", "text": "full"}.get(text)
     if profile is None:
         raise argparse.ArgumentTypeError(f"expected code or text, got {text}")
-    return {k: _profile_defaults(profile)[k] for k in MIGRATABLE_KEYS}
+    return {k: cluster.defaults(profile)[k] for k in MIGRATABLE_KEYS}
 
 
 # Simulator parameters on the command line: (flag, parameter, argparse options). Their defaults
