@@ -392,3 +392,19 @@ def test_a_command_loads_polars_matplotlib_and_rich_only_if_it_uses_them(tmp_pat
     assert needs <= modules, sorted(needs - modules)
     assert not modules & not_loaded, f"{args}: loads {sorted(modules & not_loaded)}"
 
+
+def test_output_closed_early_ends_quietly_as_sigpipe_would(tmp_path):
+    """`colosched sim host … --json | head -3`: when the reader goes away the command stops
+    without a BrokenPipeError traceback and exits 141 (128 + SIGPIPE), its files written. The
+    pipe's reading end is closed before the command starts, so the first line already meets it."""
+    out = tmp_path / "out"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        cmd = [sys.executable, "-m", "colosched.cli", "sim", "host", "--scenario", "spec001-sketch"]
+        cmd += ["--seeds", "1", "--json", "--no-report", "--out", str(out)]
+        r = subprocess.run(cmd, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert r.returncode == 141 and r.stderr == "", r.stderr
+    assert (out / "vms.parquet").exists()

@@ -5,7 +5,9 @@
     colosched sweep cluster --trace DIR --machines 700,800,900 --overcommit-ratio 0.5,0.8,1.1,1.4
     colosched trace info|synth ...   colosched cache clear   colosched demo
 
-Exit codes: 0 ok, 1 unexpected failure, 2 bad input (trace file, argument, parameter), 130 Ctrl-C.
+Exit codes: 0 ok, 1 unexpected failure, 2 bad input (trace file, argument, parameter), 130 Ctrl-C,
+141 the reader of the output went away (`colosched … --json | head`), quietly, as a process that
+SIGPIPE ends.
 
 One module per command group, each with its parser (`add_parsers`) and its commands (`cmd_*`):
 sim, sweep, plan, trace (and cache), demo, and rust (agent, host, memwatch, migrate, whose parsers
@@ -16,6 +18,8 @@ loads polars, matplotlib and rich when it runs, so the parser, and `colosched --
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
 
 from colosched import TraceInputError, __version__
@@ -34,7 +38,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        # Python ignores SIGPIPE and raises this instead, and would report it again when it
+        # flushes stdout at exit: point stdout at /dev/null and end as SIGPIPE would have.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def run(argv: list[str]) -> int:
     if argv[:1] and argv[0] in rust.HELP:
         return rust.run(argv)
     args = parser().parse_args(argv)
