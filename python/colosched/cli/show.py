@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 console = Console(stderr=True)
@@ -18,6 +17,8 @@ def progress_bar(description: str, sweep: bool = False):
     (done, total), or with `sweep` the state `sweep.run` reports (points done, running, failed)."""
     if not console.is_terminal:
         return None, None
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     counts = (
         "{task.completed}/{task.total} done, {task.fields[running]} running, {task.fields[failed]} failed"
     )
