@@ -358,3 +358,53 @@ def test_sim_vms_bad_scenario_exits_2_naming_the_file_and_key(tmp_path, change, 
     assert r.stdout == "" and not out.exists(), "nothing written for a refused scenario"
     r = colosched("sim", "vms", "--scenario", "spec003-fio-read", "--policy", "best", cache=tmp_path)
     assert r.returncode == 2 and "unknown policy 'best'" in r.stderr
+
+
+def imported(*args: str, cache: Path) -> set[str]:
+    """Every module a `colosched ARGS` process imports, as `python -X importtime` lists them."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "colosched.cli", *args]
+    env = {**os.environ, "XDG_CACHE_HOME": str(cache)}
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")
+    }
+
+
+BIG = {"polars", "matplotlib", "rich"}
+
+
+@pytest.mark.parametrize(
+    "args, needs, not_loaded",
+    [
+        (["--help"], set(), BIG),
+        (["plan", "vms", "--state", str(EXAMPLE_STATE)], {"colosched._native"}, BIG),
+        (["sim", "host", "--scenario", "spec001-sketch", "--seeds", "1", "--no-report"], {"polars", "rich"},
+         {"matplotlib"}),
+    ],
+)  # fmt: skip
+def test_a_command_loads_polars_matplotlib_and_rich_only_if_it_uses_them(tmp_path, args, needs, not_loaded):
+    """Start-up (issue 28): the parser and the commands that do not need them must not load the
+    big libraries (bench/startup.py times what that saves). `needs` shows the check sees imports."""
+    if args[0] == "sim":
+        args = [*args, "--out", str(tmp_path / "out")]
+    modules = imported(*args, cache=tmp_path / "cache")
+    assert needs <= modules, sorted(needs - modules)
+    assert not modules & not_loaded, f"{args}: loads {sorted(modules & not_loaded)}"
+
+
+def test_output_closed_early_ends_quietly_as_sigpipe_would(tmp_path):
+    """`colosched sim host … --json | head -3`: when the reader goes away the command stops
+    without a BrokenPipeError traceback and exits 141 (128 + SIGPIPE), its files written. The
+    pipe's reading end is closed before the command starts, so the first line already meets it."""
+    out = tmp_path / "out"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        cmd = [sys.executable, "-m", "colosched.cli", "sim", "host", "--scenario", "spec001-sketch"]
+        cmd += ["--seeds", "1", "--json", "--no-report", "--out", str(out)]
+        r = subprocess.run(cmd, stdout=write, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write)
+    assert r.returncode == 141 and r.stderr == "", r.stderr
+    assert (out / "vms.parquet").exists()

@@ -12,8 +12,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from colosched.host_report import write_host_sweep_report
-from colosched.vms_report import write_vms_sweep_report
+from colosched.report.host import write_host_sweep_report
+from colosched.report.vms import write_vms_sweep_report
 
 COLOSCHED = Path(sys.executable).parent / "colosched"
 VMS = ["--scenario", "spec003-zookeeper", "--scenario", "spec003-fio-read", "--policy", "random,planner"]

@@ -23,11 +23,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
-
-import polars as pl
+from typing import TYPE_CHECKING, Any, Union
 
 from colosched import _native
+
+if TYPE_CHECKING:
+    import polars as pl
 
 POLICIES: list[str] = list(_native.policies())
 THESIS_POLICIES: list[str] = POLICIES[:8]
@@ -117,6 +118,10 @@ def run(
     `profile` names the set of defaults; `params` override them (see `defaults()`); an unknown
     name or a bad value raises ValueError naming it.
     """
+    # Here, not at the top: the command line asks this module for its profiles and defaults
+    # without waiting for polars to load.
+    import polars as pl
+
     if seeds < 1:
         raise ValueError("seeds must be at least 1")
     loaded = trace if isinstance(trace, _native.Trace) else load(trace, parts, use_cache, cache_dir)

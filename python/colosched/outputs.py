@@ -42,7 +42,7 @@ def write_tables(out: Path, meta: dict[str, Any], csv: Tables, parquet: Tables |
 def write_run(out: Path, result: Result, meta: dict[str, Any], report: bool = True) -> list[Path]:
     written = write_tables(out, meta, {"summary": result.summary}, {"timeseries": result.timeseries})
     if report:
-        from colosched.report import write_report
+        from colosched.report.cluster import write_report
 
         written.append(write_report(out, result.summary, result.timeseries, None, meta))
     return written
@@ -51,7 +51,7 @@ def write_run(out: Path, result: Result, meta: dict[str, Any], report: bool = Tr
 def write_sweep(out: Path, table: pl.DataFrame, meta: dict[str, Any], report: bool = True) -> list[Path]:
     written = write_tables(out, meta, {"sweep": table})
     if report:
-        from colosched.report import write_report
+        from colosched.report.cluster import write_report
 
         # The bar charts show the grid's middle point; the sweep figures show the whole grid.
         machines = sorted(table["machines"].unique())[len(table["machines"].unique()) // 2]

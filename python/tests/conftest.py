@@ -15,8 +15,8 @@ if str(PYTHON_DIR) not in sys.path:
 
 @pytest.fixture(scope="session")
 def report_module():
-    """colosched.report (a fixture so the report tests read as one family)."""
-    return importlib.import_module("colosched.report")
+    """colosched.report.cluster (a fixture so the report tests read as one family)."""
+    return importlib.import_module("colosched.report.cluster")
 
 
 def _report_inputs(policies=("fine:mem_usage", "no_migration", "coarse"), seeds=(1, 2), cycles=50):

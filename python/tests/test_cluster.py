@@ -6,6 +6,7 @@ import polars as pl
 import pytest
 
 from colosched import cli, cluster
+from colosched.cli.args import SIM_PARAMS, sim_params
 
 SUMMARY_COLUMNS = {
     "policy",
@@ -205,12 +206,12 @@ def test_every_rust_parameter_has_a_command_line_flag():
     # (code|text) for the migratable rule's priority and CPU figure.
     own_flags = {"profile", "seed", "machines", "overcommit_ratio"}
     own_flags |= {"migratable_cpu", "migratable_priority_below"}
-    flags = {key for _, key, _ in cli.SIM_PARAMS}
+    flags = {key for _, key, _ in SIM_PARAMS}
     missing = set(cluster.defaults()) - flags - own_flags
     assert not missing, f"parameters with no flag: {sorted(missing)}"
     args = cli.parser().parse_args(["sim", "cluster", "--max-moves", "3", "--no-keep-series"])
-    assert cli.sim_params(args) == {"max_moves": 3, "keep_series": False}
-    resolved = cluster.resolve("thesis", **cli.sim_params(args))
+    assert sim_params(args) == {"max_moves": 3, "keep_series": False}
+    resolved = cluster.resolve("thesis", **sim_params(args))
     assert (resolved["max_moves"], resolved["keep_series"]) == (3, False)
 
 

@@ -151,7 +151,7 @@ def test_spec002_queue2_diff_serves_the_network_vm_better_and_the_report_shows_i
 
 
 def test_pings_are_one_row_per_sample_and_fairness_spread_is_spec001s_std():
-    from colosched.host_report import _sct_spread
+    from colosched.report.host import _sct_spread
 
     vms = pl.DataFrame(
         {
@@ -184,7 +184,7 @@ def test_colosched_host_is_the_agents_host_command(tmp_path, capfd):
 
 
 def test_comparisons_carry_the_spread_over_seeds_and_say_when_there_is_none(tmp_path):
-    from colosched.host_report import write_host_report
+    from colosched.report.host import write_host_report
 
     path = tmp_path / "two-hogs.toml"
     path.write_text(TWO_HOGS)

@@ -98,7 +98,7 @@ def test_host_report_renders_in_headless_chromium(tmp_path):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
     from colosched import host
-    from colosched.host_report import write_host_report
+    from colosched.report.host import write_host_report
 
     _, vms = host.run("spec001-sketch", ["credit", "ia"], seeds=[1])
     page = write_host_report(tmp_path / "out", host.normalised(vms), {"scenario": "spec001-sketch"}, "credit")
@@ -122,7 +122,7 @@ def test_host_report_latency_cdf_and_fairness_render_in_headless_chromium(tmp_pa
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
     from colosched import host
-    from colosched.host_report import write_host_report
+    from colosched.report.host import write_host_report
 
     _, vms = host.run("spec002-queue1", ["credit", "diff"], seeds=[1])
     page = write_host_report(tmp_path / "out", vms, {"scenario": "spec002-queue1"}, "credit")
@@ -143,7 +143,7 @@ def test_vms_report_renders_in_headless_chromium(tmp_path):
     if not CHROMIUM.exists():
         pytest.skip(f"{CHROMIUM} not found: install the Debian package `chromium` (make sysdeps)")
     from colosched import vms
-    from colosched.vms_report import write_vms_report
+    from colosched.report.vms import write_vms_report
 
     tables = vms.run("spec003-hadoop", ["random", "planner"], seeds=[1, 2])
     page = write_vms_report(tmp_path / "out", tables, {"scenario": "spec003-hadoop"}, "random")

@@ -9,7 +9,7 @@ import polars as pl
 import pytest
 
 from colosched import vms
-from colosched.vms_report import write_vms_report
+from colosched.report.vms import write_vms_report
 
 
 @pytest.mark.parametrize("preset", vms.PRESETS)

@@ -1,7 +1,7 @@
 """The HTML report of a `colosched sim vms` run or `sweep vms`: one page, figures embedded as
 PNG, no scripts.
 
-    from colosched.vms_report import write_vms_report, write_vms_sweep_report
+    from colosched.report.vms import write_vms_report, write_vms_sweep_report
     write_vms_report(Path("out/vms"), tables, meta, baseline="random")   # report.html + figvms-*.png
     write_vms_sweep_report(Path("out/sweep-vms"), sweep, meta, "random")  # + figvms-s1-1.png, …
 
@@ -19,8 +19,8 @@ A sweep's page has a section per scenario with the headline table, figvms-1 and 
 keeps no per-window tables for 2 and 3); a figure's file name has its section's number:
 figvms-s2-1.png.
 
-Written like the other reports: into a staging directory, then renamed into place, report.html
-last, so a failure never leaves a report that looks complete.
+Written like every report (`colosched.report.toolkit.publish`): staged, then renamed into place,
+report.html last.
 """
 
 from __future__ import annotations
@@ -32,18 +32,19 @@ import polars as pl
 from matplotlib.figure import Figure
 
 from colosched import vms as vmsim
-from colosched.host_report import OTHER
-from colosched.report import (
-    _e,
-    _Figure,
-    _figure_html,
-    _fmt,
-    _meta_html,
-    _render,
+from colosched.report.toolkit import (
+    SPARE_COLOURS,
+    ReportFigure,
     colour_map,
+    escape,
+    figure_html,
+    formatted,
     html_page,
+    meta_html,
     publish,
     publish_sections,
+    render_png,
+    table_html,
 )
 
 # Every figure file a vms report may write (a sweep's have the scenario's number: figvms-s2-1.png).
@@ -85,7 +86,7 @@ def _spread(mean: np.ndarray, rows: list[dict]) -> tuple[np.ndarray, np.ndarray]
     return np.nan_to_num(low).clip(0), np.nan_to_num(high).clip(0)
 
 
-def _fig_headline(head: pl.DataFrame, policies, colours, baseline: str) -> _Figure:
+def _fig_headline(head: pl.DataFrame, policies, colours, baseline: str) -> ReportFigure:
     metrics = list(dict.fromkeys(head["metric"].to_list()))
     cols = min(4, len(metrics))
     rows = -(-len(metrics) // cols)
@@ -95,7 +96,7 @@ def _fig_headline(head: pl.DataFrame, policies, colours, baseline: str) -> _Figu
         _bars(ax, head.filter(pl.col("metric") == metric), policies, colours, baseline)
         ax.set_title(vmsim.label(metric), fontsize=9)
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     papers = dict.fromkeys(
         f"{vmsim.label(m)}: {p}" for m, p in head.select("metric", "paper").iter_rows() if p
     )
@@ -106,7 +107,7 @@ def _fig_headline(head: pl.DataFrame, policies, colours, baseline: str) -> _Figu
         rows = best.filter(pl.col("metric") == metric).iter_rows(named=True)
         ratios = ", ".join(f"{x['policy']} ×{x['vs_baseline']:.3f}" for x in rows)
         here = f"{vmsim.label(metric)}: {ratios} of {baseline}'s (per seed, then averaged)."
-    return _Figure(
+    return ReportFigure(
         "vms-1",
         f"The paper's figures per policy: means over seeds (error bars: lowest to highest seed), "
         f"×ratio to {baseline} above each bar",
@@ -117,7 +118,7 @@ def _fig_headline(head: pl.DataFrame, policies, colours, baseline: str) -> _Figu
     )
 
 
-def _fig_windows(windows: pl.DataFrame, policies, seed: int) -> _Figure:
+def _fig_windows(windows: pl.DataFrame, policies, seed: int) -> ReportFigure:
     one = windows.filter(pl.col("seed") == seed)
     hosts = list(dict.fromkeys(one["host"].to_list()))
     fig = Figure(figsize=(min(4.2 * len(policies), 17), 3.6))
@@ -135,12 +136,12 @@ def _fig_windows(windows: pl.DataFrame, policies, seed: int) -> _Figure:
         ax.set_xlabel("minutes")
         ax.grid(alpha=0.3)
         peak = rows.group_by("t_s").agg(pl.col("utilisation").max())["utilisation"].mean()
-        busiest.append(f"{p} {_fmt(peak, '.2f')}")
+        busiest.append(f"{p} {formatted(peak, '.2f')}")
     fig.axes[0].set_ylabel("SSD utilisation (1 = saturated)")
     fig.axes[-1].legend(fontsize=7, loc="upper right")
     fig.tight_layout()
-    png, size = _render(fig)
-    return _Figure(
+    png, size = render_png(fig)
+    return ReportFigure(
         "vms-2",
         f"SSD utilisation of each host over time, seed {seed}, one panel per policy",
         "spec 003 spreads I/O-heavy VMs over hypervisors so that no SSD cache is the bottleneck.",
@@ -150,7 +151,7 @@ def _fig_windows(windows: pl.DataFrame, policies, seed: int) -> _Figure:
     )
 
 
-def _fig_migrations(tables, policies, colours, seed: int) -> _Figure | None:
+def _fig_migrations(tables, policies, colours, seed: int) -> ReportFigure | None:
     spread = tables["apps"].filter((pl.col("preference") == "spread") & (pl.col("seed") == seed))
     moves = tables["migrations"].filter(pl.col("seed") == seed)
     if moves.height == 0 and spread.height == 0:
@@ -192,8 +193,8 @@ def _fig_migrations(tables, policies, colours, seed: int) -> _Figure | None:
         finals = spread.select("policy", "app", "ld_final").iter_rows()
         here += "; logical distance at the end: " + ", ".join(f"{a} {p} {x}" for p, a, x in finals)
     fig.tight_layout()
-    png, size = _render(fig)
-    return _Figure(
+    png, size = render_png(fig)
+    return ReportFigure(
         "vms-3",
         f"Migrations over time{' and the logical distance of spread applications' if apps else ''}, "
         f"seed {seed} (dashed: the best distance possible)",
@@ -205,7 +206,7 @@ def _fig_migrations(tables, policies, colours, seed: int) -> _Figure | None:
     )
 
 
-def _fig_jobs(head: pl.DataFrame, policies, colours, baseline: str) -> _Figure | None:
+def _fig_jobs(head: pl.DataFrame, policies, colours, baseline: str) -> ReportFigure | None:
     jobs = head.filter(pl.col("metric").str.starts_with("job_time_s:")).with_columns(
         pl.col("metric").str.strip_prefix("job_time_s:").alias("job")
     )
@@ -228,11 +229,11 @@ def _fig_jobs(head: pl.DataFrame, policies, colours, baseline: str) -> _Figure |
     ax.set_axisbelow(True)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     io = head.filter((pl.col("metric") == "io_job_time_s") & (pl.col("policy") != baseline))
-    ratios = [f"{r['policy']} ×{_fmt(r['vs_baseline'], '.3f')}" for r in io.iter_rows(named=True)]
+    ratios = [f"{r['policy']} ×{formatted(r['vs_baseline'], '.3f')}" for r in io.iter_rows(named=True)]
     here = f"I/O jobs' time over {baseline}'s: {', '.join(ratios)}" if ratios else "Only the baseline ran"
-    return _Figure(
+    return ReportFigure(
         "vms-4",
         "Mean time of each Hadoop job, per policy (error bars: lowest to highest seed)",
         "PI-10 and PI-20 about equal to random; the TestDFSIO jobs (write, read, randr, backr) 25 % "
@@ -249,28 +250,27 @@ def _table(head: pl.DataFrame, baseline: str) -> str:
     for r in head.iter_rows(named=True):
         mean = vmsim.number(r["mean"]) + (f" ± {vmsim.number(r['std'], 2)}" if r["std"] is not None else "")
         low, high = r["vs_baseline_min"], r["vs_baseline_max"]
-        cells = [r["seeds"], _e(mean), _e(_range(vmsim.number(r["min"]), vmsim.number(r["max"])))]
-        cells += [_fmt(r["vs_baseline"], ".3f"), _e(_range(_fmt(low, ".3f"), _fmt(high, ".3f")))]
-        text = [_e(vmsim.label(r["metric"])), _e(r["policy"])]
+        cells = [r["seeds"], escape(mean), escape(_range(vmsim.number(r["min"]), vmsim.number(r["max"])))]
+        cells += [
+            formatted(r["vs_baseline"], ".3f"),
+            escape(_range(formatted(low, ".3f"), formatted(high, ".3f"))),
+        ]
+        text = [escape(vmsim.label(r["metric"])), escape(r["policy"])]
         rows.append(
             "<tr>"
             + "".join(f"<td>{c}</td>" for c in text)
             + "".join(f'<td class="num">{c}</td>' for c in cells)
-            + f"<td>{_e(r['paper'])}</td></tr>"
+            + f"<td>{escape(r['paper'])}</td></tr>"
         )
-    head_row = "<tr>" + "".join(f"<th>{_e(h)}</th>" for h in heads) + "</tr>"
-    return (
-        f'<table class="summary">\n<thead>{head_row}</thead>\n<tbody>\n'
-        + "\n".join(rows)
-        + "\n</tbody>\n</table>"
-    )
+    head_row = "<tr>" + "".join(f"<th>{escape(h)}</th>" for h in heads) + "</tr>"
+    return table_html(head_row, rows)
 
 
 def _range(low: str, high: str) -> str:
     return "—" if low in ("—", "–") else f"{low} – {high}"
 
 
-def _head_figures(head: pl.DataFrame, policies, colours, baseline: str) -> list[_Figure]:
+def _head_figures(head: pl.DataFrame, policies, colours, baseline: str) -> list[ReportFigure]:
     """The figures drawn from the headline table (`vms.summarise`) alone, all a sweep keeps:
     vms-1 and, when Hadoop jobs were measured, vms-4."""
     jobs = _fig_jobs(head, policies, colours, baseline)
@@ -278,9 +278,8 @@ def _head_figures(head: pl.DataFrame, policies, colours, baseline: str) -> list[
 
 
 def _note(baseline: str) -> str:
-    return (
-        f'<p class="note">Means over seeds; the ratio to {_e(baseline)} is taken per seed, then averaged.</p>'
-    )
+    ratio = f"the ratio to {escape(baseline)} is taken per seed, then averaged"
+    return f'<p class="note">Means over seeds; {ratio}.</p>'
 
 
 def write_vms_report(
@@ -295,7 +294,7 @@ def write_vms_report(
     policies = list(dict.fromkeys(tables["runs"]["policy"].to_list()))
     if baseline not in policies:
         raise ValueError(f"runs: no run of the baseline policy {baseline!r}")
-    colours = colour_map(policies, COLOURS, OTHER)
+    colours = colour_map(policies, COLOURS, SPARE_COLOURS)
     seed = int(tables["runs"]["seed"].min())
     head = vmsim.headline(tables, baseline)
     headline, *jobs = _head_figures(head, policies, colours, baseline)
@@ -308,12 +307,12 @@ def write_vms_report(
         [
             f'<p class="note">{INTRO}</p>',
             "<h2>Run</h2>",
-            _meta_html(meta),
+            meta_html(meta),
             "<h2>The paper's figures</h2>",
             _note(baseline),
             _table(head, baseline),
             "<h2>Figures</h2>",
-            *[_figure_html(f, PAPER) for f in figures],
+            *[figure_html(f, PAPER) for f in figures],
         ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)
@@ -336,7 +335,7 @@ def write_vms_sweep_report(
             raise ValueError(
                 f"sweep: no run of the baseline policy {baseline!r} in scenario {rows['scenario'][0]!r}"
             )
-    colours = colour_map(list(dict.fromkeys(sweep["policy"].to_list())), COLOURS, OTHER)
+    colours = colour_map(list(dict.fromkeys(sweep["policy"].to_list())), COLOURS, SPARE_COLOURS)
     sections = []
     for rows in scenarios:
         policies = list(dict.fromkeys(rows["policy"].to_list()))
@@ -349,6 +348,6 @@ def write_vms_sweep_report(
         "and the migrations and logical distance over time (Figures vms-2 and vms-3 of "
         "<code>colosched sim vms</code>'s report, which draws them for one scenario) are left out.</p>",
         "<h2>Sweep</h2>",
-        _meta_html(meta),
+        meta_html(meta),
     ]
     return publish_sections(Path(out_dir), "colosched vms sweep report", intro, sections, FIGURE_FILES, PAPER)

@@ -1,6 +1,6 @@
 """The HTML report of a cluster run or sweep: our versions of the GiantVM thesis's Figs. 5-4 .. 5-9.
 
-    from colosched.report import write_report, summarize
+    from colosched.report.cluster import write_report, summarize
     html = write_report(Path("out"), result.summary, result.timeseries)   # out/report.html + fig5-*.png
     summarize(result.summary)    # per policy: mean and 95 % CI half-width of every metric
 
@@ -13,33 +13,35 @@ Figures (spec 000 §4.2):
   fig5-8.png  migration network rate in the same two sweeps                          (sweep only)
 
 Error bars are 95 % confidence intervals over seeds (Student's t), drawn when a policy has at least
-two seeds. The page is one self-contained HTML5 file: the PNGs are embedded as base64, no scripts,
-no external styles or fonts. Everything is rendered into a staging directory first and then renamed
-into place, report.html last, so a failure never leaves a report that looks complete.
+two seeds. The page and its writing are the toolkit's (`colosched.report.toolkit`): one
+self-contained HTML5 file, written into place report.html last.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-import itertools
 import math
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import polars as pl
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator, StrMethodFormatter
 
 from colosched import _native
+from colosched.report.toolkit import (
+    ReportFigure,
+    colour_map,
+    escape,
+    figure_html,
+    formatted,
+    html_page,
+    meta_html,
+    publish,
+    render_png,
+    table_html,
+)
 
 __all__ = ["METRICS", "THESIS_ORDER", "accumulated_network", "summarize", "t_quantile_975", "write_report"]
 
@@ -96,9 +98,8 @@ _COLOURS = {
     "fine:cache_misses": "#e377c2",
     "random": "#bcbd22",
 }
-_OTHER_COLOURS = ["#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d"]
+OTHER_COLOURS = ["#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173", "#3182bd", "#e6550d"]
 
-DPI = 110
 MAX_POINTS = 1500  # per-cycle plots bin longer runs into at most this many points
 
 # Student's t quantile t(0.975, df) for df = 1..30; larger df use a Cornish-Fisher expansion.
@@ -165,13 +166,6 @@ def policy_order(*columns: pl.Series) -> list[str]:
     return [p for p in THESIS_ORDER if p in seen] + [p for p in seen if p not in THESIS_ORDER]
 
 
-def colour_map(names: Sequence[str], fixed: dict[str, str], spare: Sequence[str] = _OTHER_COLOURS) -> dict:
-    """A colour per name: its own in `fixed`, else the next of `spare` that `fixed` does not use
-    (cycling), so every report draws one policy or scheduler in one colour."""
-    free = itertools.cycle([c for c in spare if c not in fixed.values()])
-    return {n: fixed.get(n) or next(free) for n in names}
-
-
 # ---------------------------------------------------------------------------------------------
 # Summary table
 
@@ -208,31 +202,6 @@ def summarize(summary: pl.DataFrame) -> pl.DataFrame:
 # Figures
 
 
-@dataclass
-class _Figure:
-    key: str  # "5-4"
-    title: str
-    thesis: str  # what the thesis reported (spec 000 §4.2)
-    here: str  # what our numbers show, one sentence
-    png: bytes
-    size: tuple[int, int]  # pixels
-
-
-def _render(fig: Figure) -> tuple[bytes, tuple[int, int]]:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    png = buf.getvalue()
-    # The IHDR chunk right after the 8-byte signature holds width and height (big-endian).
-    return png, (int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big"))
-
-
-def _fmt(value: float | None, fmt: str) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "–"
-    return format(value, fmt)
-
-
 def _bars(ax, agg: pl.DataFrame, metric: str, label: str, colours: dict[str, str]) -> None:
     policies = agg["policy"].to_list()
     x = np.arange(len(policies))
@@ -259,7 +228,7 @@ def _best(agg: pl.DataFrame, metric: str, fmt: str, lowest: bool) -> str:
     return f"{row['policy']} ({format(row[metric], fmt)})"
 
 
-def _fig_bars(agg: pl.DataFrame, colours: dict[str, str], key: str) -> _Figure:
+def _fig_bars(agg: pl.DataFrame, colours: dict[str, str], key: str) -> ReportFigure:
     fig = Figure(figsize=(11, 4.3))
     axes = fig.subplots(1, 2)
     seeds_note = "95 % CI over seeds" if agg["runs"].max() >= 2 else "one seed: no error bars"
@@ -290,8 +259,8 @@ def _fig_bars(agg: pl.DataFrame, colours: dict[str, str], key: str) -> _Figure:
         )
     fig.suptitle(f"Fig. {key}: {title} ({seeds_note})", fontsize=11)
     fig.tight_layout()
-    png, size = _render(fig)
-    return _Figure(key, title, thesis, here, png, size)
+    png, size = render_png(fig)
+    return ReportFigure(key, title, thesis, here, png, size)
 
 
 def _bin_cycles(df: pl.DataFrame, columns: list[str], how: str) -> tuple[pl.DataFrame, int]:
@@ -315,7 +284,7 @@ def accumulated_network(timeseries: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _fig_network(ts: pl.DataFrame, policies: list[str], colours: dict[str, str]) -> _Figure:
+def _fig_network(ts: pl.DataFrame, policies: list[str], colours: dict[str, str]) -> ReportFigure:
     acc = accumulated_network(ts)
     fig = Figure(figsize=(11, 4.8))
     ax = fig.subplots()
@@ -351,8 +320,8 @@ def _fig_network(ts: pl.DataFrame, policies: list[str], colours: dict[str, str])
         "cycle 837; coarse highest, no_migration 0; cache_misses lowest in the Chinese text, "
         "1/cpu_usage lowest in the English summary; mem_usage cuts network cost a lot."
     )
-    png, size = _render(fig)
-    return _Figure("5-6", title, thesis, here, png, size)
+    png, size = render_png(fig)
+    return ReportFigure("5-6", title, thesis, here, png, size)
 
 
 def _pick_fine(ts: pl.DataFrame, policies: list[str]) -> str | None:
@@ -367,7 +336,7 @@ def _pick_fine(ts: pl.DataFrame, policies: list[str]) -> str | None:
     return next((p for p in policies if p in moved_set), None)
 
 
-def _fig_receivers(ts: pl.DataFrame, policy: str) -> _Figure:
+def _fig_receivers(ts: pl.DataFrame, policy: str) -> ReportFigure:
     seed = ts.filter(pl.col("policy") == policy)["seed"].min()
     rows = (
         ts.filter((pl.col("policy") == policy) & (pl.col("seed") == seed))
@@ -413,8 +382,8 @@ def _fig_receivers(ts: pl.DataFrame, policy: str) -> _Figure:
         "move_to_first takes almost all; usually only 1 task goes to the second-lowest node, so a third "
         "target is not needed with cells of 4; workload-pattern boundaries near cycles 48, 83, 145, 242."
     )
-    png, size = _render(fig)
-    return _Figure("5-9", title, thesis, here, png, size)
+    png, size = render_png(fig)
+    return ReportFigure("5-9", title, thesis, here, png, size)
 
 
 def _most_common(col: pl.Series, default: float) -> Any:
@@ -456,7 +425,9 @@ _SWEEP_METRICS = [
 ]
 
 
-def _fig_sweep(sweep: pl.DataFrame, policies: list[str], colours: dict[str, str], network: bool) -> _Figure:
+def _fig_sweep(
+    sweep: pl.DataFrame, policies: list[str], colours: dict[str, str], network: bool
+) -> ReportFigure:
     machines = _most_common(sweep["machines"], 800)
     ratio = _most_common(sweep["overcommit_ratio"], 1.0)
     by_machines = sweep.filter(pl.col("overcommit_ratio") == ratio)
@@ -490,7 +461,7 @@ def _fig_sweep(sweep: pl.DataFrame, policies: list[str], colours: dict[str, str]
         peak = ranked.sort(col, descending=True, nulls_last=True).row(0, named=True)
         here = (
             f"{fixed_note}; highest rate per machine: {peak['policy']} "
-            f"{_fmt(peak[col], '.3f')} kbit/s at {peak['machines']} machines, "
+            f"{formatted(peak[col], '.3f')} kbit/s at {peak['machines']} machines, "
             f"ratio {peak['overcommit_ratio']:g} (the thesis's bound: 7 Mbit/s = 7,000 kbit/s)."
         )
     else:
@@ -504,76 +475,31 @@ def _fig_sweep(sweep: pl.DataFrame, policies: list[str], colours: dict[str, str]
     fig.suptitle(f"Fig. {key}: {title}", fontsize=11)
     legend_rows = math.ceil(len(policies) / 5)
     fig.tight_layout(rect=(0, 0.035 + 0.03 * legend_rows, 1, 1))
-    png, size = _render(fig)
-    return _Figure(key, title, thesis, here, png, size)
+    png, size = render_png(fig)
+    return ReportFigure(key, title, thesis, here, png, size)
 
 
 # ---------------------------------------------------------------------------------------------
 # HTML
 
-_CSS = """
-body { font-family: sans-serif; margin: 1.5em auto; max-width: 1250px; padding: 0 1em; color: #222; }
-h1 { font-size: 1.5em; margin-bottom: 0.2em; }
-h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
-p.finding { font-size: 1.1em; font-weight: 600; }
-summary h2 { display: inline; border: none; }
-table { border-collapse: collapse; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; vertical-align: top; }
-th { background: #f2f2f2; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-table.meta td:first-child { font-weight: bold; white-space: nowrap; }
-figure { margin: 1.5em 0; }
-figure img { max-width: 100%; height: auto; border: 1px solid #ddd; }
-figcaption { font-size: 0.9em; max-width: 1100px; line-height: 1.4; }
-.note { color: #555; font-size: 0.9em; }
-code { font-size: 0.95em; }
-"""
-
-
-def _e(value: Any) -> str:
-    return html.escape(str(value), quote=True)
-
-
-def _meta_value(value: Any) -> str:
-    if isinstance(value, dict):
-        if not value:
-            return ""
-        rows = "".join(f"<tr><td>{_e(k)}</td><td>{_meta_value(v)}</td></tr>" for k, v in value.items())
-        return f'<table class="meta">{rows}</table>'
-    if isinstance(value, (list, tuple)):
-        return _e(", ".join(str(v) for v in value))
-    if isinstance(value, float):
-        return _e(f"{value:g}")
-    return _e(value)
-
-
-def _meta_html(meta: dict | None) -> str:
-    if not meta:
-        return '<p class="note">No run parameters were given.</p>'
-    rows = "".join(f"<tr><td>{_e(k)}</td><td>{_meta_value(v)}</td></tr>" for k, v in meta.items())
-    return f'<table class="meta">{rows}</table>'
-
 
 def _summary_html(agg: pl.DataFrame) -> str:
     metrics = [m for m in METRICS if m in agg.columns]
     head = "<tr><th>policy</th><th>thesis name</th><th>runs</th>"
-    head += "".join(f"<th>{_e(METRICS[m][0])}</th>" for m in metrics) + "</tr>"
+    head += "".join(f"<th>{escape(METRICS[m][0])}</th>" for m in metrics) + "</tr>"
     body = []
     for row in agg.iter_rows(named=True):
-        cells = [f"<td>{_e(row['policy'])}</td>", f"<td>{_e(THESIS_NAMES.get(row['policy'], ''))}</td>",
+        policy = row["policy"]
+        cells = [f"<td>{escape(policy)}</td>", f"<td>{escape(THESIS_NAMES.get(policy, ''))}</td>",
                  f'<td class="num">{row["runs"]}</td>']  # fmt: skip
         for m in metrics:
             fmt = METRICS[m][1]
-            text = _fmt(row[m], fmt)
+            text = formatted(row[m], fmt)
             if row[f"{m}_ci"] is not None and text != "–":
-                text += f" ± {_fmt(row[f'{m}_ci'], fmt)}"
-            cells.append(f'<td class="num">{_e(text)}</td>')
+                text += f" ± {formatted(row[f'{m}_ci'], fmt)}"
+            cells.append(f'<td class="num">{escape(text)}</td>')
         body.append("<tr>" + "".join(cells) + "</tr>")
-    return (
-        f'<table class="summary">\n<thead>{head}</thead>\n<tbody>\n'
-        + "\n".join(body)
-        + "\n</tbody>\n</table>"
-    )
+    return table_html(head, body)
 
 
 # What the finding compares, against no_migration: (column, label, format of the difference).
@@ -618,45 +544,16 @@ def _finding_html(agg: pl.DataFrame, meta: dict | None) -> str:
     warning = ((meta or {}).get("params") or {}).get("warning_threshold")
     sentence, rows = finding(agg, warning)
     head = ["policy", "moves", "net (kbit/s per machine)", *[f"Δ {label}" for _, label, _ in _FINDING]]
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    th = "".join(f"<th>{_e(h)}</th>" for h in head)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    th = "".join(f"<th>{escape(h)}</th>" for h in head)
     return (
-        f'<p class="finding">{_e(sentence)}</p>\n'
+        f'<p class="finding">{escape(sentence)}</p>\n'
         f'<table class="summary finding">\n<thead><tr>{th}</tr></thead>\n<tbody>{body}</tbody>\n</table>\n'
         "<p class=\"note\">Δ: the policy's figure minus no_migration's (means over seeds).</p>"
     )
 
 
-def _figure_html(f: _Figure, source: str = "Thesis") -> str:
-    data = base64.b64encode(f.png).decode("ascii")
-    name = f"fig{f.key}.png"
-    return (
-        f'<figure id="fig{f.key}">\n'
-        f'<img src="data:image/png;base64,{data}" width="{f.size[0]}" height="{f.size[1]}" '
-        f'alt="Figure {f.key}: {_e(f.title)}">\n'
-        f"<figcaption><b>Figure {f.key}.</b> {_e(f.title)}. "
-        f'<a href="{name}">{name}</a><br>\n'
-        f"<b>{_e(source)}:</b> {_e(f.thesis)}<br>\n"
-        f"<b>Here:</b> {_e(f.here)}</figcaption>\n"
-        f"</figure>"
-    )
-
-
-def html_page(title: str, body: list[str]) -> str:
-    """A report page: `title` as its title and heading, then `body`'s HTML parts."""
-    head = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">']
-    head += ['<meta name="viewport" content="width=device-width, initial-scale=1">']
-    head += [
-        f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style>",
-        "</head>",
-        "<body>",
-        f"<h1>{_e(title)}</h1>",
-    ]
-    return "\n".join([*head, *body, "</body>", "</html>", ""])
-
-
-def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: list[str]) -> str:
+def _page(meta: dict | None, agg: pl.DataFrame, figures: list[ReportFigure], notes: list[str]) -> str:
     multi = agg["runs"].max() >= 2
     ci_note = (
         "Values are means over seeds ± the half-width of the 95 % confidence interval (Student's t)."
@@ -670,17 +567,17 @@ def _page(meta: dict | None, agg: pl.DataFrame, figures: list[_Figure], notes: l
         "GiantVM thesis's Figs. 5-4 to 5-9 (spec 000 §4.2). Each caption says what the thesis reported and "
         "what these numbers show.</p>",
         "<h2>Summary</h2>",
-        f'<p class="note">{_e(ci_note)} As the thesis defines them: mean CPU is the mean utilisation '
+        f'<p class="note">{escape(ci_note)} As the thesis defines them: mean CPU is the mean utilisation '
         "of machine capacity, loads clipped at capacity (Gini too); overcommit the mean over steps of the "
         "summed load above capacity, in capacities; duration the mean of waiting + service + overload "
         "penalties over started tasks; network in kbit/s per machine (and Mbit/s for the cluster).</p>",
         _summary_html(agg),
         "<h2>Figures</h2>",
-        *[_figure_html(f) for f in sorted(figures, key=lambda f: int(f.key.split("-")[1]))],
+        *[figure_html(f) for f in sorted(figures, key=lambda f: int(f.key.split("-")[1]))],
     ]
     if notes:
-        parts += ["<h2>Notes</h2>", "<ul>", *[f"<li>{_e(n)}</li>" for n in notes], "</ul>"]
-    parts += ["<details>", "<summary><h2>Run parameters</h2></summary>", _meta_html(meta), "</details>"]
+        parts += ["<h2>Notes</h2>", "<ul>", *[f"<li>{escape(n)}</li>" for n in notes], "</ul>"]
+    parts += ["<details>", "<summary><h2>Run parameters</h2></summary>", meta_html(meta), "</details>"]
     return html_page("colosched cluster report", parts)
 
 
@@ -719,7 +616,7 @@ def write_report(
         columns.append(timeseries["policy"])
     if sweep is not None:
         columns.append(sweep["policy"])
-    colours = colour_map(policy_order(*columns), _COLOURS)
+    colours = colour_map(policy_order(*columns), _COLOURS, OTHER_COLOURS)
 
     figures = [_fig_bars(agg, colours, "5-4"), _fig_bars(agg, colours, "5-5")]
     notes = []
@@ -743,55 +640,3 @@ def write_report(
     page = _page(meta, agg, figures, notes)
 
     return publish(out_dir, page, figures, FIGURE_FILES)
-
-
-def publish(out_dir: Path, page: str, figures: list[_Figure], known: Sequence[str]) -> Path:
-    """Writes report.html and its figures into `out_dir`: staged there (same file system), then
-    renamed into place, report.html last. Figure files matching a glob pattern in `known` that
-    this report does not produce are removed, so none is left from an earlier report. Returns
-    report.html's path."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(prefix=".report-", dir=out_dir))
-    try:
-        for f in figures:
-            (stage / f"fig{f.key}.png").write_bytes(f.png)
-        (stage / "report.html").write_text(page, encoding="utf-8")
-        produced = {f"fig{f.key}.png" for f in figures}
-        # From here on the old report.html would no longer match the PNGs beside it.
-        (out_dir / "report.html").unlink(missing_ok=True)
-        for name in sorted(produced):
-            os.replace(stage / name, out_dir / name)
-        for pattern in known:
-            for old in out_dir.glob(pattern):
-                if old.name not in produced:
-                    old.unlink(missing_ok=True)
-        os.replace(stage / "report.html", out_dir / "report.html")
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
-    return out_dir / "report.html"
-
-
-def publish_sections(
-    out_dir: Path,
-    title: str,
-    intro: list[str],
-    sections: list[tuple[str, list[str], list[_Figure]]],
-    known: Sequence[str],
-    source: str = "Thesis",
-) -> Path:
-    """`publish` for a page of several sections (a sweep's scenarios): `intro`'s HTML parts, then
-    per section (heading, HTML parts, figures) an h2, the parts and the figures. A figure's key,
-    and so its file name, gets its section's number, so sections never share a file: "host-1"
-    of the second section is "host-s2-1" (fighost-s2-1.png)."""
-    parts, figures = list(intro), []
-    for i, (heading, html_parts, section_figures) in enumerate(sections, 1):
-        scoped = [replace(f, key=_in_section(f.key, i)) for f in section_figures]
-        parts += [f"<h2>{_e(heading)}</h2>", *html_parts, *[_figure_html(f, source) for f in scoped]]
-        figures += scoped
-    return publish(out_dir, html_page(title, parts), figures, known)
-
-
-def _in_section(key: str, section: int) -> str:
-    """A figure's key within section `section` of a page: "host-1" -> "host-s2-1"."""
-    kind, _, number = key.rpartition("-")
-    return f"{kind}-s{section}-{number}"

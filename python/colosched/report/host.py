@@ -1,7 +1,7 @@
 """The HTML report of a `colosched sim host` run or `sweep host`: one page, figures embedded as
 PNG, no scripts.
 
-    from colosched.host_report import write_host_report, write_host_sweep_report
+    from colosched.report.host import write_host_report, write_host_sweep_report
     write_host_report(Path("out/host"), vms, meta, baseline="credit")   # report.html + fighost-*.png
     write_host_sweep_report(Path("out/sweep-host"), sweep, meta, "credit")  # + fighost-s1-1.png, …
 
@@ -20,8 +20,8 @@ Figures:
 A sweep's page has a section per scenario, with the same table and figures but host-4 (a sweep
 keeps no ping samples); a figure's file name has its section's number: fighost-s2-1.png.
 
-Written like the cluster report: into a staging directory, then renamed into place, report.html
-last, so a failure never leaves a report that looks complete.
+Written like every report (`colosched.report.toolkit.publish`): staged, then renamed into place,
+report.html last.
 """
 
 from __future__ import annotations
@@ -34,17 +34,19 @@ from matplotlib.figure import Figure
 
 from colosched.host import per_vm
 from colosched.host import pings as ping_rows
-from colosched.report import (
-    _e,
-    _Figure,
-    _figure_html,
-    _fmt,
-    _meta_html,
-    _render,
+from colosched.report.toolkit import (
+    SPARE_COLOURS,
+    ReportFigure,
     colour_map,
+    escape,
+    figure_html,
+    formatted,
     html_page,
+    meta_html,
     publish,
     publish_sections,
+    render_png,
+    table_html,
 )
 
 # Every figure file a host report may write (a sweep's have the scenario's number: fighost-s2-1.png).
@@ -63,7 +65,6 @@ COLOURS = {
     "diff": "#2ca02c",
     "diff-eevdf": "#17becf",
 }
-OTHER = ["#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#bcbd22"]
 
 
 def _groups(agg: pl.DataFrame, schedulers, vms_order):
@@ -86,7 +87,7 @@ def _grouped(ax, agg: pl.DataFrame, column: str, schedulers, vms_order, colours)
     ax.set_xticks(np.arange(len(vms_order)), vms_order)
 
 
-def _fig_completion(agg: pl.DataFrame, schedulers, vms_order, colours, baseline: str) -> _Figure:
+def _fig_completion(agg: pl.DataFrame, schedulers, vms_order, colours, baseline: str) -> ReportFigure:
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot()
     _grouped(ax, agg, "vs_baseline", schedulers, vms_order, colours)
@@ -95,14 +96,14 @@ def _fig_completion(agg: pl.DataFrame, schedulers, vms_order, colours, baseline:
     ax.set_title("Completion time per VM, normalised")
     ax.legend()
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     best = agg.filter(pl.col("scheduler") != baseline).sort("vs_baseline").head(1)
     here = "No VM completed a program under another scheduler."
     if best.height and best["vs_baseline"][0] is not None:
         r = best.row(0, named=True)
-        ratio = _fmt(r["vs_baseline"], ".2f")
+        ratio = formatted(r["vs_baseline"], ".2f")
         here = f"Largest gain: {r['vm']} under {r['scheduler']}, {ratio}× {baseline}'s time."
-    return _Figure(
+    return ReportFigure(
         "host-1",
         "Mean completion time of each VM's programs over the baseline scheduler's",
         "spec 001: IA 23–28 % shorter than Credit on average, 37–48 % on parallel programs, "
@@ -113,7 +114,7 @@ def _fig_completion(agg: pl.DataFrame, schedulers, vms_order, colours, baseline:
     )
 
 
-def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
+def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> ReportFigure:
     fig = Figure(figsize=(9, 4))
     ax = fig.add_subplot()
     for s, xs, width, values in _groups(agg, schedulers, vms_order):
@@ -125,9 +126,9 @@ def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
     ax.set_title("CPU time per VM")
     ax.legend()
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     spin_share = agg["spin_ms"].sum() / max(agg["run_ms"].sum(), 1e-9)
-    return _Figure(
+    return ReportFigure(
         "host-2",
         "Each VM's time on a core: computing, and spinning at barriers (hatched)",
         "spec 001 co-schedules the vCPUs of VMs running parallel programs to cut the time lost to spinning.",
@@ -137,7 +138,7 @@ def _fig_cpu(agg: pl.DataFrame, schedulers, vms_order, colours) -> _Figure:
     )
 
 
-def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
+def _fig_network(agg: pl.DataFrame, schedulers, colours) -> ReportFigure | None:
     net = agg.filter(pl.col("throughput_mbit_s").is_not_null())
     if net.height == 0:
         return None
@@ -154,21 +155,21 @@ def _fig_network(agg: pl.DataFrame, schedulers, colours) -> _Figure | None:
         right.scatter(xs, values("ping_p99_ms"), marker="_", s=200, color="#222")
     right.set_title("Ping latency of network VMs")
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     best = net.sort("throughput_mbit_s", descending=True).row(0, named=True)
-    return _Figure(
+    return ReportFigure(
         "host-3",
         "Network VMs: throughput into the guest, and ping round trips",
         "spec 002 (Diff vs Credit): TCP 54→96 and 37→74 Mbit/s, UDP 66→118 and 45→95, "
         "ping 71→32 and 96→37 ms (Queue-1, Queue-2).",
         f"Highest throughput: {best['vm']} under {best['scheduler']}, "
-        f"{_fmt(best['throughput_mbit_s'], '.1f')} Mbit/s.",
+        f"{formatted(best['throughput_mbit_s'], '.1f')} Mbit/s.",
         png,
         size,
     )
 
 
-def _fig_latency_cdf(pings: pl.DataFrame, schedulers, colours) -> _Figure | None:
+def _fig_latency_cdf(pings: pl.DataFrame, schedulers, colours) -> ReportFigure | None:
     if pings.height == 0:
         return None
     vms_order = list(dict.fromkeys(pings["vm"].to_list()))[:4]
@@ -193,13 +194,13 @@ def _fig_latency_cdf(pings: pl.DataFrame, schedulers, colours) -> _Figure | None
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     p99, s, vm = max(worst)
-    return _Figure(
+    return ReportFigure(
         "host-4",
         "Distribution of the ping round trips of each network VM, per scheduler (pooled over seeds)",
         "spec 002, Fig. 14: Diff moves the whole ping CDF left of Credit's (mean 71 → 32 ms and 96 → 37 ms).",
-        f"Slowest tail: {vm} under {s}, 99th percentile {_fmt(p99, '.2f')} ms.",
+        f"Slowest tail: {vm} under {s}, 99th percentile {formatted(p99, '.2f')} ms.",
         png,
         size,
     )
@@ -224,7 +225,7 @@ def _sct_spread(vms: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseline: str) -> _Figure:
+def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseline: str) -> ReportFigure:
     base = agg.filter(pl.col("scheduler") == baseline).select("vm", pl.col("run_ms").alias("_base"))
     ratio = agg.join(base, on="vm", how="left").with_columns(
         (pl.col("run_ms") / pl.col("_base")).alias("cpu_vs")
@@ -251,7 +252,7 @@ def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseli
         )
     right.set_title("Spread across equal VMs (spec 001)")
     fig.tight_layout()
-    png, size = _render(fig)
+    png, size = render_png(fig)
     others = ratio.filter((pl.col("scheduler") != baseline) & pl.col("cpu_vs").is_not_null())
     here = "Only the baseline ran."
     if others.height:
@@ -260,13 +261,13 @@ def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseli
             .sort("_d", descending=True)
             .row(0, named=True)
         )
-        ratio = _fmt(r["cpu_vs"], ".3f")
+        ratio = formatted(r["cpu_vs"], ".3f")
         here = f"Largest change of CPU time: {r['vm']} under {r['scheduler']}, {ratio}× {baseline}'s."
     if spread.height:
         worst = spread.sort("std", descending=True).row(0, named=True)
-        std = _fmt(worst["std"], ".3f")
+        std = formatted(worst["std"], ".3f")
         here += f" Widest spread of scaled completion time: {worst['scheduler']}, std {std}."
-    return _Figure(
+    return ReportFigure(
         "host-5",
         "Fairness: each VM's CPU time over the baseline's, and the spread of completion times "
         "across equal VMs",
@@ -281,26 +282,29 @@ def _fig_fairness(vms: pl.DataFrame, agg, schedulers, vms_order, colours, baseli
 
 def _table(agg: pl.DataFrame, baseline: str) -> str:
     head = "<tr>" + "".join(
-        f"<th>{_e(h)}</th>"
+        f"<th>{escape(h)}</th>"
         for h in ("scheduler", "VM", "vCPUs", "workload", "runs", "completed", "mean completion ms",
                   f"vs {baseline}", "on a core s", "spinning s")
     ) + "</tr>"  # fmt: skip
     body = []
     for r in agg.iter_rows(named=True):
-        cells = [_e(r["scheduler"]), _e(r["vm"]), r["vcpus"], _e(r["workload"]), r["runs"], r["completions"]]
+        cells = [
+            escape(r["scheduler"]),
+            escape(r["vm"]),
+            r["vcpus"],
+            escape(r["workload"]),
+            r["runs"],
+            r["completions"],
+        ]
         spread = r["runs"] > 1
-        completion = _fmt(r["mean_completion_ms"], ",.1f")
-        run = _fmt(r["run_ms"] / 1e3, ",.2f")
+        completion = formatted(r["mean_completion_ms"], ",.1f")
+        run = formatted(r["run_ms"] / 1e3, ",.2f")
         if spread:
-            completion += " ± " + _fmt(r["completion_sd_ms"], ",.1f")
-            run += " ± " + _fmt(r["run_sd_ms"] / 1e3, ",.2f")
-        cells += [completion, _fmt(r["vs_baseline"], ".3f"), run, _fmt(r["spin_ms"] / 1e3, ",.2f")]
+            completion += " ± " + formatted(r["completion_sd_ms"], ",.1f")
+            run += " ± " + formatted(r["run_sd_ms"] / 1e3, ",.2f")
+        cells += [completion, formatted(r["vs_baseline"], ".3f"), run, formatted(r["spin_ms"] / 1e3, ",.2f")]
         body.append("<tr>" + "".join(f'<td class="num">{c}</td>' for c in cells) + "</tr>")
-    return (
-        f'<table class="summary">\n<thead>{head}</thead>\n<tbody>\n'
-        + "\n".join(body)
-        + "\n</tbody>\n</table>"
-    )
+    return table_html(head, body)
 
 
 def _seeds_note(vms: pl.DataFrame) -> str:
@@ -335,7 +339,7 @@ def _check(vms: pl.DataFrame, baseline: str, where: str = "") -> None:
 
 def _scenario(
     vms: pl.DataFrame, baseline: str, colours, pings: pl.DataFrame | None
-) -> tuple[str, list[_Figure]]:
+) -> tuple[str, list[ReportFigure]]:
     """The per-VM table of one scenario's runs and the figures drawn from them: host-1, host-2,
     host-3 (when a VM has a network flow), host-4 (when `pings` has a sample), host-5."""
     schedulers = list(dict.fromkeys(vms["scheduler"].to_list()))
@@ -365,19 +369,19 @@ def write_host_report(
     _check(vms, baseline)
     if pings is None and "ping_rtts_ms" in vms.columns:
         pings = ping_rows(vms)
-    colours = colour_map(list(dict.fromkeys(vms["scheduler"].to_list())), COLOURS, OTHER)
+    colours = colour_map(list(dict.fromkeys(vms["scheduler"].to_list())), COLOURS, SPARE_COLOURS)
     table, figures = _scenario(vms, baseline, colours, pings)
     page = html_page(
         "colosched host report",
         [
             f'<p class="note">{INTRO}</p>',
             "<h2>Run</h2>",
-            _meta_html(meta),
+            meta_html(meta),
             "<h2>Per VM</h2>",
-            f'<p class="note">{_seeds_note(vms)} The baseline is {_e(baseline)}.</p>',
+            f'<p class="note">{_seeds_note(vms)} The baseline is {escape(baseline)}.</p>',
             table,
             "<h2>Figures</h2>",
-            *[_figure_html(f, PAPER) for f in figures],
+            *[figure_html(f, PAPER) for f in figures],
         ],
     )
     return publish(Path(out_dir), page, figures, FIGURE_FILES)
@@ -394,19 +398,19 @@ def write_host_sweep_report(out_dir: Path, sweep: pl.DataFrame, meta: dict | Non
     scenarios = sweep.partition_by("scenario", maintain_order=True)
     for rows in scenarios:
         _check(rows, baseline, f" in scenario {rows['scenario'][0]!r}")
-    colours = colour_map(list(dict.fromkeys(sweep["scheduler"].to_list())), COLOURS, OTHER)
+    colours = colour_map(list(dict.fromkeys(sweep["scheduler"].to_list())), COLOURS, SPARE_COLOURS)
     sections = []
     for rows in scenarios:
         table, figures = _scenario(rows, baseline, colours, None)
         seeds = rows["seed"].n_unique()
-        note = f"Means over {seeds} seed{'s' if seeds > 1 else ''}. The baseline is {_e(baseline)}."
+        note = f"Means over {seeds} seed{'s' if seeds > 1 else ''}. The baseline is {escape(baseline)}."
         sections.append((rows["scenario"][0], [f'<p class="note">{note}</p>', table], figures))
     intro = [
         f'<p class="note">{INTRO} One section per scenario of the sweep. A sweep keeps no ping '
         "samples, so the ping round trips' CDF (Figure host-4 of <code>colosched sim host</code>'s "
         "report, which draws it for one scenario) is left out.</p>",
         "<h2>Sweep</h2>",
-        _meta_html(meta),
+        meta_html(meta),
     ]
     return publish_sections(
         Path(out_dir), "colosched host sweep report", intro, sections, FIGURE_FILES, PAPER
