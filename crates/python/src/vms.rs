@@ -29,6 +29,14 @@ fn plan_vms(path: &str, per_host: usize, per_cluster: usize, min_gain: f64) -> P
     Ok(colosched_vms::state::plan_json(&c, &plan(&c, &params)).to_string())
 }
 
+/// `plan vms`'s settings that its command line exposes, at their one default
+/// (`PlanParams::default()`).
+#[pyfunction]
+fn plan_vms_defaults() -> (usize, usize, f64) {
+    let d = colosched_vms::decide::plan::PlanParams::default();
+    (d.per_host, d.per_cluster, d.min_gain)
+}
+
 /// The VM-level simulator's policies and bundled scenarios (spec 003), by name.
 #[pyfunction]
 fn vms_policies() -> Vec<&'static str> {
@@ -91,6 +99,7 @@ impl VmsScenario {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(migrate_main, m)?)?;
     m.add_function(wrap_pyfunction!(plan_vms, m)?)?;
+    m.add_function(wrap_pyfunction!(plan_vms_defaults, m)?)?;
     m.add_function(wrap_pyfunction!(vms_policies, m)?)?;
     m.add_function(wrap_pyfunction!(vms_presets, m)?)?;
     m.add_class::<VmsScenario>()
