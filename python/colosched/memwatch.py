@@ -68,8 +68,9 @@ class Watcher:
 
     `backend` is "v1", "v2", "poll" or "psi"; `describe` says what is used; `thresholds` lists
     (label, bytes) ascending; `limit` is the limit percentages are of (the group's own or, when
-    it has none, its nearest ancestor's). `debounce` (seconds) reports a threshold crossing only
-    once usage stayed on its new side that long.
+    it has none, its nearest ancestor's). `period` (seconds) is the polling path's, the watcher's
+    own default (0.1 s) if None. `debounce` (seconds) reports a threshold crossing only once
+    usage stayed on its new side that long.
     """
 
     def __init__(
@@ -79,7 +80,7 @@ class Watcher:
         *,
         memsw: bool = False,
         backend: str = "auto",
-        period: float = 0.1,
+        period: float | None = None,
         high: ThresholdSpec | None = None,
         psi: str | None = None,
         debounce: float | None = None,

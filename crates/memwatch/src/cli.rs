@@ -43,9 +43,9 @@ struct Args {
     /// How to be notified.
     #[arg(long, value_name = "auto|v1|v2|poll", default_value = "auto", value_parser = BackendChoice::parse)]
     backend: BackendChoice,
-    /// Period of the polling path (ms, 1 to 60000).
-    #[arg(long, value_name = "MS", default_value = "100", value_parser = parse_period)]
-    period: Duration,
+    /// Period of the polling path (ms, 1 to 60000; the watcher's default, 100, if not given).
+    #[arg(long, value_name = "MS", value_parser = parse_period)]
+    period: Option<Duration>,
     /// v2: set memory.high to this while watching (put back on exit).
     #[arg(long, value_name = "SIZE|PCT", value_parser = Threshold::parse, allow_hyphen_values = true)]
     high: Option<Threshold>,
@@ -85,7 +85,7 @@ impl Args {
             thresholds: self.threshold.clone(),
             memsw: self.memsw,
             backend: self.backend,
-            poll_period: self.period,
+            poll_period: self.period.unwrap_or(WatchOptions::default().poll_period),
             high: self.high.clone(),
             psi: self.psi.clone(),
             debounce: self.debounce,

@@ -37,7 +37,7 @@ struct MemWatch {
 #[pymethods]
 impl MemWatch {
     #[new]
-    #[pyo3(signature = (cgroup, thresholds, memsw=false, backend="auto", period=0.1, high=None, psi=None, debounce=None))]
+    #[pyo3(signature = (cgroup, thresholds, memsw=false, backend="auto", period=None, high=None, psi=None, debounce=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -45,7 +45,7 @@ impl MemWatch {
         thresholds: Vec<String>,
         memsw: bool,
         backend: &str,
-        period: f64,
+        period: Option<f64>,
         high: Option<String>,
         psi: Option<String>,
         debounce: Option<f64>,
@@ -53,11 +53,15 @@ impl MemWatch {
         let parse = |what: &str, s: &str| {
             Threshold::parse(s).map_err(|e| PyValueError::new_err(format!("{what} {e}")))
         };
-        if !(0.001..=60.0).contains(&period) {
-            return Err(PyValueError::new_err(format!(
-                "period {period} is not seconds from 0.001 to 60"
-            )));
-        }
+        let poll_period = match period {
+            None => WatchOptions::default().poll_period,
+            Some(p) if (0.001..=60.0).contains(&p) => Duration::from_secs_f64(p),
+            Some(p) => {
+                return Err(PyValueError::new_err(format!(
+                    "period {p} is not seconds from 0.001 to 60"
+                )))
+            }
+        };
         let opts = WatchOptions {
             thresholds: thresholds
                 .iter()
@@ -66,7 +70,7 @@ impl MemWatch {
             memsw,
             backend: BackendChoice::parse(backend)
                 .map_err(|e| PyValueError::new_err(format!("backend: {e}")))?,
-            poll_period: Duration::from_secs_f64(period),
+            poll_period,
             high: high.map(|h| parse("high", &h)).transpose()?,
             psi,
             debounce: debounce
