@@ -18,7 +18,7 @@ use super::scenario::{
 };
 use crate::decide::model::{logical_distance, App, Backend, Cluster, Host, Preference, Vm};
 use crate::decide::plan::{best_distance, Move};
-use colosched_core::rng::{mix, Rng};
+use colosched_core::rng::{lognormal, mix, Rng};
 
 pub use super::policy::POLICIES;
 
@@ -354,7 +354,8 @@ impl<'a> Sim<'a> {
             } = self.s.apps[v.app].workload
             {
                 if change_every_s > 0.0 && t > 0 && now % change_every_s == 0.0 {
-                    v.level = iops * lognormal(levels, change_cv);
+                    let uniforms = || (levels.next_f64().max(1e-300), levels.next_f64());
+                    v.level = iops * lognormal(change_cv, uniforms);
                 }
             }
         }
@@ -644,18 +645,6 @@ fn kind(w: &Workload) -> &'static str {
         Workload::Zookeeper { .. } => "zookeeper",
         Workload::Other { .. } => "other",
     }
-}
-
-/// Lognormal with mean 1 and coefficient of variation `cv`.
-fn lognormal(rng: &mut Rng, cv: f64) -> f64 {
-    if cv <= 0.0 {
-        return 1.0;
-    }
-    let sigma2 = (1.0 + cv * cv).ln();
-    // Box–Muller.
-    let (u1, u2) = (rng.next_f64().max(1e-300), rng.next_f64());
-    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-    (z * sigma2.sqrt() - sigma2 / 2.0).exp()
 }
 
 fn cache_share(s: &Scenario, v: &VmState) -> f64 {
