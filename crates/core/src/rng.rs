@@ -38,6 +38,24 @@ pub fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
+/// A factor of mean 1 and coefficient of variation `cv`, lognormal (always positive):
+/// exp(σZ − σ²/2) with σ² = ln(1 + cv²) and Z standard normal by Box–Muller from two uniforms,
+/// `u1` in (0, 1] and `u2` in [0, 1), which `uniforms` draws (in that order). Exactly 1 when
+/// `cv` is 0, and then `uniforms` is not called, so nothing is drawn.
+///
+/// The caller draws the uniforms because the simulators draw them differently (the host's
+/// `u1` is `1 − x`, the VM simulator's `max(x, 1e-300)`) and a seed's results depend on exactly
+/// which numbers are drawn.
+pub fn lognormal(cv: f64, uniforms: impl FnOnce() -> (f64, f64)) -> f64 {
+    if cv <= 0.0 {
+        return 1.0;
+    }
+    let sigma2 = (1.0 + cv * cv).ln();
+    let (u1, u2) = uniforms();
+    let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
+    (sigma2.sqrt() * z - sigma2 / 2.0).exp()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -57,5 +75,30 @@ mod tests {
             counts.iter().all(|&c| (9_500..10_500).contains(&c)),
             "{counts:?}"
         );
+    }
+
+    #[test]
+    fn lognormal_factors_have_mean_one_and_the_asked_spread() {
+        let mut rng = Rng::new(3);
+        let mut drawn = false;
+        assert_eq!(
+            lognormal(0.0, || {
+                drawn = true;
+                (0.5, 0.5)
+            }),
+            1.0
+        );
+        assert!(!drawn, "a cv of 0 draws nothing");
+        for cv in [0.1, 0.5] {
+            let xs: Vec<f64> = (0..200_000)
+                .map(|_| lognormal(cv, || (1.0 - rng.next_f64(), rng.next_f64())))
+                .collect();
+            let n = xs.len() as f64;
+            let mean = xs.iter().sum::<f64>() / n;
+            let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+            assert!((mean - 1.0).abs() < 0.01, "cv {cv}: mean {mean}");
+            assert!((sd / cv - 1.0).abs() < 0.05, "cv {cv}: sd {sd}");
+            assert!(xs.iter().all(|&x| x > 0.0));
+        }
     }
 }

@@ -7,7 +7,7 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use colosched_core::rng::{mix, Rng};
+use colosched_core::rng::{lognormal, mix, Rng};
 
 use super::model::{
     Completion, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, VcpuId,
@@ -696,38 +696,5 @@ fn work_of(vm: &Vm, rng: &mut Rng) -> f64 {
     };
     // At least 1 ns of work: a unit always ends after the instant it starts, so no chain of
     // empty units (barrier after barrier) can run at one instant.
-    (mean * lognormal(rng, vm.work_cv)).max(1.0)
-}
-
-/// A factor of mean 1 and coefficient of variation `cv`, lognormal (always positive): exp(μ + σZ)
-/// with σ² = ln(1 + cv²), μ = −σ²/2, Z standard normal by Box–Muller. Exactly 1 when `cv` is 0
-/// (and then no number is drawn).
-pub fn lognormal(rng: &mut Rng, cv: f64) -> f64 {
-    if cv <= 0.0 {
-        return 1.0;
-    }
-    let sigma2 = (1.0 + cv * cv).ln();
-    let u = 1.0 - rng.next_f64(); // in (0, 1]
-    let z = (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * rng.next_f64()).cos();
-    (sigma2.sqrt() * z - sigma2 / 2.0).exp()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lognormal_factors_have_mean_one_and_the_asked_spread() {
-        let mut rng = Rng::new(3);
-        assert_eq!(lognormal(&mut rng, 0.0), 1.0);
-        for cv in [0.1, 0.5] {
-            let xs: Vec<f64> = (0..200_000).map(|_| lognormal(&mut rng, cv)).collect();
-            let n = xs.len() as f64;
-            let mean = xs.iter().sum::<f64>() / n;
-            let sd = (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
-            assert!((mean - 1.0).abs() < 0.01, "cv {cv}: mean {mean}");
-            assert!((sd / cv - 1.0).abs() < 0.05, "cv {cv}: sd {sd}");
-            assert!(xs.iter().all(|&x| x > 0.0));
-        }
-    }
+    (mean * lognormal(vm.work_cv, || (1.0 - rng.next_f64(), rng.next_f64()))).max(1.0)
 }

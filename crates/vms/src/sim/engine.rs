@@ -12,16 +12,15 @@
 use serde::{Deserialize, Serialize};
 
 use super::io::{self, Demand, Limit, Stream};
+use super::policy::{placement, Placement, Queued, Window};
 use super::scenario::{
     job_kind, vm_id, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload,
 };
-use crate::decide::detect::{Change, Detector, PeakDemand};
 use crate::decide::model::{logical_distance, App, Backend, Cluster, Host, Preference, Vm};
-use crate::decide::plan::{best_distance, plan_with, random_move, Left, Move, Recent};
-use colosched_core::rng::{mix, Rng};
+use crate::decide::plan::{best_distance, Move};
+use colosched_core::rng::{lognormal, mix, Rng};
 
-/// The placement policies: spec 003's planner and its baselines.
-pub const POLICIES: &[&str] = &["none", "random", "cloudcache", "planner"];
+pub use super::policy::POLICIES;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct RunResult {
@@ -130,10 +129,10 @@ enum Task {
     },
 }
 
-struct VmState {
+pub(super) struct VmState {
     id: String,
     app: usize,
-    host: usize,
+    pub(super) host: usize,
     task: Task,
     /// `other`'s current rate.
     level: f64,
@@ -146,11 +145,11 @@ struct VmState {
     // the window's sums of what it asked (I/Os, reads, MB; SSD operations and MB), whatever
     // it got: a controller estimates this from the VM's queue depth and the unloaded latency
     // (Little's law), so a VM on a saturated SSD does not look light
-    w_ios: f64,
-    w_reads: f64,
+    pub(super) w_ios: f64,
+    pub(super) w_reads: f64,
     w_ssd_ops: f64,
     w_ssd_mb: f64,
-    w_mb: f64,
+    pub(super) w_mb: f64,
     w_be_ops: f64,
     w_be_mb: f64,
     w_link_mb: f64,
@@ -186,7 +185,7 @@ struct HadoopState {
 }
 
 /// A VM's last migration: the host it left, when it ended, its SSD demand when planned.
-type LastMove = (usize, f64, (f64, f64));
+pub(super) type LastMove = (usize, f64, (f64, f64));
 
 struct Migration {
     vm: usize,
@@ -204,150 +203,206 @@ struct Migration {
 
 /// One run of `s` under `policy` with `seed`.
 pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
-    if !POLICIES.contains(&policy) {
-        return Err(format!(
-            "unknown policy {policy:?} (known: {})",
-            POLICIES.join(", ")
-        ));
-    }
+    let mut placement = placement(policy, s)?;
     let mut rng = Rng::new(seed);
     // The demand's own stream: every policy sees the same levels for a seed, whatever it draws.
     let mut levels = Rng::new(mix(seed) ^ u64::MAX);
-    let hosts = s.host_list();
-    let nh = hosts.len();
-    let host_id = |h: usize| format!("h{h}");
-    // Initial placement.
-    let mut vms: Vec<VmState> = Vec::new();
-    let mut rr = 0;
-    for (a, app) in s.apps.iter().enumerate() {
-        for i in 0..app.vms {
-            let host = match &app.initial {
-                Initial::Hosts(h) => h[i],
-                Initial::Rule(InitialRule::RoundRobin) => {
-                    rr += 1;
-                    (rr - 1) % nh
-                }
-                Initial::Rule(InitialRule::Random) => rng.below(nh),
-            };
-            let level = match app.workload {
-                Workload::Other { iops, .. } => iops,
-                _ => 0.0,
-            };
-            vms.push(VmState {
-                id: vm_id(&app.id, i),
-                app: a,
-                host,
-                task: Task::Idle,
-                level,
-                task_s: 0.0,
-                ops: 0.0,
-                migrating: false,
-                migrations: 0,
-                w_ios: 0.0,
-                w_reads: 0.0,
-                w_ssd_ops: 0.0,
-                w_ssd_mb: 0.0,
-                w_mb: 0.0,
-                w_be_ops: 0.0,
-                w_be_mb: 0.0,
-                w_link_mb: 0.0,
-                m_ios: 0.0,
-                m_mb: 0.0,
-                m_hits: 0.0,
-                m_ops: 0.0,
-            });
-        }
-    }
-    let mut hadoop: Vec<HadoopState> = (0..s.apps.len())
-        .filter(|&a| matches!(s.apps[a].workload, Workload::Hadoop { .. }))
-        .map(|app| HadoopState {
-            app,
-            next_job: 0,
-            phase: Phase::Gap { until: 0.0 },
-            task_sum_s: 0.0,
-            done: 0,
-            last_end: 0.0,
-        })
-        .collect();
-    let (plan_params, detect_params) = (s.plan_params(), s.detect_params());
-    let mut detector = Detector::default();
-    let mut peaks = PeakDemand::default();
-    let mut queue: Vec<Vec<Move>> = Vec::new();
-    // Each VM's last migration (the host it left, when it ended, its demand when planned),
-    // the demand each planned move was planned on, and when the detector saw demand change.
-    let mut last: Vec<Option<LastMove>> = vec![None; vms.len()];
-    let mut planned_on = vec![(0.0, 0.0); vms.len()];
-    let mut changes: Vec<f64> = Vec::new();
-    let mut moving: Vec<Migration> = Vec::new();
-    let mut out = RunResult {
-        scenario: s.name.clone(),
-        policy: policy.to_string(),
-        seed,
-        vms: Vec::new(),
-        jobs: Vec::new(),
-        apps: Vec::new(),
-        migrations: Vec::new(),
-        windows: Vec::new(),
-        spread: Vec::new(),
-    };
-    let mut util_prev = vec![0.0f64; nh];
-    let mut w_util = vec![0.0f64; nh];
-    let mut ld_sum = vec![0.0f64; s.apps.len()];
-    let mut ld_n = 0.0;
-    let mut measured_s = 0.0;
-    let link_mb = |h: usize| hosts[h].link_gbit * 1000.0 / 8.0;
-
+    let mut sim = Sim::new(s, &mut rng);
+    sim.out.policy = policy.to_string();
+    sim.out.seed = seed;
     for t in 0..s.duration_s {
         let now = t as f64;
-        let measuring = t >= s.measure_from_s;
-        // `other` takes a new level.
-        for v in vms.iter_mut() {
+        sim.new_levels(t, &mut levels);
+        for hs in sim.hadoop.iter_mut() {
+            hadoop_phase(s, hs, &mut sim.vms, now);
+        }
+        sim.start_next_wave(now);
+        sim.step(now, t >= s.measure_from_s);
+        sim.progress_migrations(now);
+        let end = t + 1;
+        if end % s.window_s == 0 {
+            sim.window_end(end, placement.as_mut(), &mut rng);
+        }
+    }
+    Ok(sim.results())
+}
+
+fn host_id(h: usize) -> String {
+    format!("h{h}")
+}
+
+/// A run's state between one-second steps.
+struct Sim<'a> {
+    s: &'a Scenario,
+    hosts: Vec<&'a HostGroup>,
+    vms: Vec<VmState>,
+    hadoop: Vec<HadoopState>,
+    /// The planned waves not started yet.
+    queue: Vec<Vec<Queued>>,
+    moving: Vec<Migration>,
+    /// Each VM's last migration.
+    last: Vec<Option<LastMove>>,
+    /// Each host's SSD utilisation in the last step, and its sum over the window.
+    util_prev: Vec<f64>,
+    w_util: Vec<f64>,
+    /// Each application's logical distance summed over the measured windows' ends, and their
+    /// number.
+    ld_sum: Vec<f64>,
+    ld_n: f64,
+    measured_s: f64,
+    out: RunResult,
+}
+
+impl<'a> Sim<'a> {
+    /// The initial placement (`rng` draws the `random` rule's hosts), nothing running yet.
+    fn new(s: &'a Scenario, rng: &mut Rng) -> Sim<'a> {
+        let hosts = s.host_list();
+        let nh = hosts.len();
+        let mut vms: Vec<VmState> = Vec::new();
+        let mut rr = 0;
+        for (a, app) in s.apps.iter().enumerate() {
+            for i in 0..app.vms {
+                let host = match &app.initial {
+                    Initial::Hosts(h) => h[i],
+                    Initial::Rule(InitialRule::RoundRobin) => {
+                        rr += 1;
+                        (rr - 1) % nh
+                    }
+                    Initial::Rule(InitialRule::Random) => rng.below(nh),
+                };
+                let level = match app.workload {
+                    Workload::Other { iops, .. } => iops,
+                    _ => 0.0,
+                };
+                vms.push(VmState {
+                    id: vm_id(&app.id, i),
+                    app: a,
+                    host,
+                    task: Task::Idle,
+                    level,
+                    task_s: 0.0,
+                    ops: 0.0,
+                    migrating: false,
+                    migrations: 0,
+                    w_ios: 0.0,
+                    w_reads: 0.0,
+                    w_ssd_ops: 0.0,
+                    w_ssd_mb: 0.0,
+                    w_mb: 0.0,
+                    w_be_ops: 0.0,
+                    w_be_mb: 0.0,
+                    w_link_mb: 0.0,
+                    m_ios: 0.0,
+                    m_mb: 0.0,
+                    m_hits: 0.0,
+                    m_ops: 0.0,
+                });
+            }
+        }
+        let hadoop: Vec<HadoopState> = (0..s.apps.len())
+            .filter(|&a| matches!(s.apps[a].workload, Workload::Hadoop { .. }))
+            .map(|app| HadoopState {
+                app,
+                next_job: 0,
+                phase: Phase::Gap { until: 0.0 },
+                task_sum_s: 0.0,
+                done: 0,
+                last_end: 0.0,
+            })
+            .collect();
+        let out = RunResult {
+            scenario: s.name.clone(),
+            policy: String::new(),
+            seed: 0,
+            vms: Vec::new(),
+            jobs: Vec::new(),
+            apps: Vec::new(),
+            migrations: Vec::new(),
+            windows: Vec::new(),
+            spread: Vec::new(),
+        };
+        Sim {
+            s,
+            last: vec![None; vms.len()],
+            vms,
+            hadoop,
+            queue: Vec::new(),
+            moving: Vec::new(),
+            util_prev: vec![0.0; nh],
+            w_util: vec![0.0; nh],
+            ld_sum: vec![0.0; s.apps.len()],
+            ld_n: 0.0,
+            measured_s: 0.0,
+            out,
+            hosts,
+        }
+    }
+
+    fn link_mb(&self, h: usize) -> f64 {
+        self.hosts[h].link_gbit * 1000.0 / 8.0
+    }
+
+    /// `other` takes a new level every `change_every_s`.
+    fn new_levels(&mut self, t: u32, levels: &mut Rng) {
+        let now = t as f64;
+        for v in self.vms.iter_mut() {
             if let Workload::Other {
                 iops,
                 change_every_s,
                 change_cv,
                 ..
-            } = s.apps[v.app].workload
+            } = self.s.apps[v.app].workload
             {
                 if change_every_s > 0.0 && t > 0 && now % change_every_s == 0.0 {
-                    v.level = iops * lognormal(&mut levels, change_cv);
+                    let uniforms = || (levels.next_f64().max(1e-300), levels.next_f64());
+                    v.level = iops * lognormal(change_cv, uniforms);
                 }
             }
         }
-        // Hadoop: start jobs and tasks.
-        for hs in hadoop.iter_mut() {
-            hadoop_phase(s, hs, &mut vms, now);
-        }
-        // Start the next wave when the last one is done.
-        if moving.is_empty() && !queue.is_empty() {
-            for m in queue.remove(0) {
-                if vms[m.vm].host == m.from {
-                    let mut mig = start_migration(s, &hosts, &mut vms, m, now);
-                    mig.planned = planned_on[mig.vm];
-                    moving.push(mig);
-                }
-            }
-        }
+    }
 
-        // I/O this step: with the migrations' costs, and (for the slowdown) without.
+    /// Starts the next wave when the last one is done.
+    fn start_next_wave(&mut self, now: f64) {
+        if self.moving.is_empty() && !self.queue.is_empty() {
+            for (planned, m) in self.queue.remove(0) {
+                if self.vms[m.vm].host == m.from {
+                    let mig = start_migration(self.s, &self.hosts, &mut self.vms, m, planned, now);
+                    self.moving.push(mig);
+                }
+            }
+        }
+    }
+
+    /// One second of I/O (with the migrations' costs and, for the slowdown, without), CPU
+    /// tasks and ZooKeeper operations, and its sums.
+    fn step(&mut self, now: f64, measuring: bool) {
+        let Sim {
+            s,
+            hosts,
+            vms,
+            hadoop,
+            moving,
+            out,
+            ..
+        } = self;
+        let s = *s;
+        let nh = hosts.len();
         let streams: Vec<Option<Stream>> = vms.iter().map(|v| stream(s, v)).collect();
-        let with = step_io(s, &hosts, &vms, &streams, &moving, true);
+        let with = step_io(s, hosts, vms, &streams, moving, true);
         let without = if moving.is_empty() {
             None
         } else {
-            Some(step_io(s, &hosts, &vms, &streams, &moving, false))
+            Some(step_io(s, hosts, vms, &streams, moving, false))
         };
 
-        // Progress: I/O, CPU, ZooKeeper.
         let mut ssd_ops = vec![0.0; nh];
         let mut ssd_mb = vec![0.0; nh];
-        for m in &moving {
+        for m in moving.iter() {
             let copy = m.rate * cache_share(s, &vms[m.vm]);
             ssd_mb[m.from] += copy;
             ssd_mb[m.to] += copy;
         }
         for (i, v) in vms.iter_mut().enumerate() {
-            let app = &s.apps[v.app];
             let speed = if v.migrating {
                 1.0 - s.migration.cpu_overhead
             } else {
@@ -373,45 +428,11 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                     v.m_hits += rate * c.hit;
                 }
             }
-            // Tasks (Hadoop): fractional ends within the step.
-            match v.task {
-                Task::Cpu { left_s } => {
-                    let used = left_s.min(speed) / speed;
-                    v.task_s += used;
-                    v.task = if left_s <= speed {
-                        Task::Idle
-                    } else {
-                        Task::Cpu {
-                            left_s: left_s - speed,
-                        }
-                    };
-                    if v.task == Task::Idle {
-                        finish_task(s, &mut hadoop, v, now + used, &mut out.jobs);
-                    }
-                }
-                Task::Io {
-                    left_mb,
-                    read,
-                    random,
-                } => {
-                    let mbs = streams[i].map_or(0.0, |st| rate * st.block_kb / 1024.0);
-                    if mbs > 0.0 && left_mb <= mbs {
-                        let used = left_mb / mbs;
-                        v.task_s += used;
-                        v.task = Task::Idle;
-                        finish_task(s, &mut hadoop, v, now + used, &mut out.jobs);
-                    } else {
-                        v.task_s += 1.0;
-                        v.task = Task::Io {
-                            left_mb: left_mb - mbs,
-                            read,
-                            random,
-                        };
-                    }
-                }
-                Task::Idle => {}
+            let mbs = streams[i].map_or(0.0, |st| rate * st.block_kb / 1024.0);
+            if let Some(at) = advance_task(v, speed, mbs, now) {
+                finish_task(s, hadoop, v, at, &mut out.jobs);
             }
-            if let Workload::Zookeeper { .. } = app.workload {
+            if let Workload::Zookeeper { .. } = s.apps[v.app].workload {
                 if measuring {
                     v.m_ops += v.ops;
                 }
@@ -427,19 +448,23 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 mig.slow_n += 1.0;
             }
         }
-        zookeeper_ops(s, &hosts, &mut vms, &util_prev);
+        zookeeper_ops(s, hosts, vms, &self.util_prev);
         for h in 0..nh {
-            util_prev[h] = (ssd_ops[h] / hosts[h].ssd_iops).max(ssd_mb[h] / hosts[h].ssd_bw_mbps);
-            w_util[h] += util_prev[h];
+            self.util_prev[h] =
+                (ssd_ops[h] / hosts[h].ssd_iops).max(ssd_mb[h] / hosts[h].ssd_bw_mbps);
+            self.w_util[h] += self.util_prev[h];
         }
         if measuring {
-            measured_s += 1.0;
+            self.measured_s += 1.0;
         }
+    }
 
-        // Migrations progress.
+    /// The migrations copy for one second; those whose rest fits the downtime end.
+    fn progress_migrations(&mut self, now: f64) {
+        let s = self.s;
         let mut ended = Vec::new();
-        for (k, m) in moving.iter_mut().enumerate() {
-            let v = &vms[m.vm];
+        for (k, m) in self.moving.iter_mut().enumerate() {
+            let v = &self.vms[m.vm];
             let dirty = s.apps[v.app].dirty_mbps;
             let send = m.rate.min(m.left_mb);
             m.left_mb -= send;
@@ -453,17 +478,18 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
             }
         }
         for k in ended.into_iter().rev() {
-            let m = moving.remove(k);
+            let m = self.moving.remove(k);
             let downtime_s = m.left_mb / m.rate;
             let end_s = now + 1.0 + downtime_s;
-            let straight_back = last[m.vm]
+            let straight_back = self.last[m.vm]
                 .is_some_and(|(left, ended, _)| left == m.to && m.start - ended < STRAIGHT_BACK_S);
-            last[m.vm] = Some((m.from, end_s, m.planned));
-            let v = &mut vms[m.vm];
+            self.last[m.vm] = Some((m.from, end_s, m.planned));
+            let link_share = m.rate / self.link_mb(m.from).min(self.link_mb(m.to));
+            let v = &mut self.vms[m.vm];
             v.host = m.to;
             v.migrating = false;
             v.migrations += 1;
-            out.migrations.push(MigrationResult {
+            self.out.migrations.push(MigrationResult {
                 vm: v.id.clone(),
                 from: host_id(m.from),
                 to: host_id(m.to),
@@ -471,7 +497,7 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 time_s: now + 1.0 - m.start + downtime_s,
                 mb: m.sent_mb + m.left_mb,
                 downtime_ms: downtime_s * 1000.0,
-                link_share: m.rate / link_mb(m.from).min(link_mb(m.to)),
+                link_share,
                 slowdown: if m.slow_n > 0.0 {
                     m.slow_sum / m.slow_n
                 } else {
@@ -480,145 +506,136 @@ pub fn run(s: &Scenario, policy: &str, seed: u64) -> Result<RunResult, String> {
                 straight_back,
             });
         }
+    }
 
-        // The window's end: measurements, then the policy.
-        let end = t + 1;
-        if end % s.window_s == 0 {
-            let w = s.window_s as f64;
-            for (h, u) in w_util.iter_mut().enumerate() {
-                out.windows.push(WindowResult {
+    /// The window's end (`end` s): its measurements, then the policy's decision.
+    fn window_end(&mut self, end: u32, placement: &mut dyn Placement, rng: &mut Rng) {
+        let s = self.s;
+        let w = s.window_s as f64;
+        for (h, u) in self.w_util.iter_mut().enumerate() {
+            self.out.windows.push(WindowResult {
+                t_s: end,
+                host: host_id(h),
+                utilisation: *u / w,
+                vms: self.vms.iter().filter(|v| v.host == h).count(),
+            });
+            *u = 0.0;
+        }
+        let cluster = observed(s, &self.hosts, &self.vms, w);
+        for (a, app) in s.apps.iter().enumerate() {
+            if app.preference() == Preference::Spread {
+                self.out.spread.push(SpreadResult {
                     t_s: end,
-                    host: host_id(h),
-                    utilisation: *u / w,
-                    vms: vms.iter().filter(|v| v.host == h).count(),
+                    app: app.id.clone(),
+                    ld: logical_distance(&cluster, &cluster.placement(), a),
                 });
-                *u = 0.0;
             }
-            let cluster = observed(s, &hosts, &vms, w);
-            for (a, app) in s.apps.iter().enumerate() {
-                if app.preference() == Preference::Spread {
-                    out.spread.push(SpreadResult {
-                        t_s: end,
-                        app: app.id.clone(),
-                        ld: logical_distance(&cluster, &cluster.placement(), a),
-                    });
-                }
+        }
+        if end > s.measure_from_s {
+            for (a, sum) in self.ld_sum.iter_mut().enumerate() {
+                *sum += logical_distance(&cluster, &cluster.placement(), a) as f64;
             }
-            if end > s.measure_from_s {
-                for (a, sum) in ld_sum.iter_mut().enumerate() {
-                    *sum += logical_distance(&cluster, &cluster.placement(), a) as f64;
-                }
-                ld_n += 1.0;
-            }
-            let idle = moving.is_empty() && queue.is_empty();
-            match policy {
-                "random" if idle => {
-                    if let Some(m) = random_move(&cluster, &mut rng) {
-                        queue.push(vec![m]);
-                    }
-                }
-                "cloudcache" if idle => {
-                    if let Some(m) = cloudcache_move(s, &cluster, &vms) {
-                        queue.push(vec![m]);
-                    }
-                }
-                "planner" => {
-                    let features: Vec<[f64; 3]> = vms
-                        .iter()
-                        .map(|v| {
-                            let read = if v.w_ios > 0.0 {
-                                v.w_reads / v.w_ios
-                            } else {
-                                0.0
-                            };
-                            [v.w_ios / w, v.w_mb / w, read]
-                        })
-                        .collect();
-                    let peak = peaks.window(&cluster, detect_params.history);
-                    // Busy with a plan: the detector waits, so a change is seen after it.
-                    let change = if idle {
-                        detector.window(&cluster, &features, &detect_params)
-                    } else {
-                        None
-                    };
-                    if matches!(change, Some(Change::Pattern(_))) {
-                        changes.push(end as f64);
-                    }
-                    if change.is_some() {
-                        // A placement is expected to hold as long as demand has held between
-                        // the changes seen so far, less the k windows the detector took to
-                        // see this one.
-                        let mut params = plan_params;
-                        if changes.len() >= 2 {
-                            let every = (changes[changes.len() - 1] - changes[0])
-                                / (changes.len() - 1) as f64;
-                            params.hold_s = every - (detect_params.k * s.window_s) as f64;
-                        }
-                        let recent = Recent {
-                            left: (last.iter())
-                                .map(|l| {
-                                    l.map(|(host, ended, (iops, bw_mbps))| Left {
-                                        host,
-                                        age_s: end as f64 - ended,
-                                        iops,
-                                        bw_mbps,
-                                    })
-                                })
-                                .collect(),
-                            tau: detect_params.tau,
-                        };
-                        queue = plan_with(&peak, &params, &recent).waves;
-                        for m in queue.iter().flatten() {
-                            planned_on[m.vm] = (peak.vms[m.vm].iops, peak.vms[m.vm].bw_mbps);
-                        }
-                    }
-                }
-                _ => {}
-            }
-            for v in vms.iter_mut() {
-                (v.w_ios, v.w_reads, v.w_ssd_ops, v.w_ssd_mb, v.w_mb) = (0.0, 0.0, 0.0, 0.0, 0.0);
-                (v.w_be_ops, v.w_be_mb, v.w_link_mb) = (0.0, 0.0, 0.0);
-            }
+            self.ld_n += 1.0;
+        }
+        let window = Window {
+            s,
+            cluster: &cluster,
+            vms: &self.vms,
+            window_s: w,
+            end,
+            idle: self.moving.is_empty() && self.queue.is_empty(),
+            last: &self.last,
+        };
+        if let Some(waves) = placement.decide(&window, rng) {
+            self.queue = waves;
+        }
+        for v in self.vms.iter_mut() {
+            (v.w_ios, v.w_reads, v.w_ssd_ops, v.w_ssd_mb, v.w_mb) = (0.0, 0.0, 0.0, 0.0, 0.0);
+            (v.w_be_ops, v.w_be_mb, v.w_link_mb) = (0.0, 0.0, 0.0);
         }
     }
 
-    // Results.
-    let final_cluster = observed(s, &hosts, &vms, 1.0);
-    for v in &vms {
-        out.vms.push(VmResult {
-            vm: v.id.clone(),
-            app: s.apps[v.app].id.clone(),
-            kind: kind(&s.apps[v.app].workload).to_string(),
-            iops: v.m_ios / measured_s,
-            mbps: v.m_mb / measured_s,
-            hit_ratio: if v.m_ios > 0.0 {
-                v.m_hits / v.m_ios
-            } else {
-                0.0
-            },
-            migrations: v.migrations,
-            host: host_id(v.host),
-        });
+    /// Per VM and per application, over the measured time.
+    fn results(mut self) -> RunResult {
+        let s = self.s;
+        let measured_s = self.measured_s;
+        let final_cluster = observed(s, &self.hosts, &self.vms, 1.0);
+        for v in &self.vms {
+            self.out.vms.push(VmResult {
+                vm: v.id.clone(),
+                app: s.apps[v.app].id.clone(),
+                kind: kind(&s.apps[v.app].workload).to_string(),
+                iops: v.m_ios / measured_s,
+                mbps: v.m_mb / measured_s,
+                hit_ratio: if v.m_ios > 0.0 {
+                    v.m_hits / v.m_ios
+                } else {
+                    0.0
+                },
+                migrations: v.migrations,
+                host: host_id(v.host),
+            });
+        }
+        for (a, app) in s.apps.iter().enumerate() {
+            let members: Vec<&VmState> = self.vms.iter().filter(|v| v.app == a).collect();
+            self.out.apps.push(AppResult {
+                app: app.id.clone(),
+                kind: kind(&app.workload).to_string(),
+                preference: app.preference(),
+                vms: app.vms,
+                ld_mean: if self.ld_n > 0.0 {
+                    self.ld_sum[a] / self.ld_n
+                } else {
+                    f64::NAN
+                },
+                ld_final: logical_distance(&final_cluster, &final_cluster.placement(), a),
+                ld_best: best_distance(app.vms, self.hosts.len()),
+                ops_s: matches!(app.workload, Workload::Zookeeper { .. })
+                    .then(|| members.iter().map(|v| v.m_ops).sum::<f64>() / measured_s),
+            });
+        }
+        self.out
     }
-    for (a, app) in s.apps.iter().enumerate() {
-        let members: Vec<&VmState> = vms.iter().filter(|v| v.app == a).collect();
-        out.apps.push(AppResult {
-            app: app.id.clone(),
-            kind: kind(&app.workload).to_string(),
-            preference: app.preference(),
-            vms: app.vms,
-            ld_mean: if ld_n > 0.0 {
-                ld_sum[a] / ld_n
+}
+
+/// A Hadoop task's progress this step at `speed` (CPU) or `mbs` MB this second (I/O): the time
+/// it ended at, if it did (fractional ends within the step).
+fn advance_task(v: &mut VmState, speed: f64, mbs: f64, now: f64) -> Option<f64> {
+    match v.task {
+        Task::Cpu { left_s } => {
+            let used = left_s.min(speed) / speed;
+            v.task_s += used;
+            v.task = if left_s <= speed {
+                Task::Idle
             } else {
-                f64::NAN
-            },
-            ld_final: logical_distance(&final_cluster, &final_cluster.placement(), a),
-            ld_best: best_distance(app.vms, nh),
-            ops_s: matches!(app.workload, Workload::Zookeeper { .. })
-                .then(|| members.iter().map(|v| v.m_ops).sum::<f64>() / measured_s),
-        });
+                Task::Cpu {
+                    left_s: left_s - speed,
+                }
+            };
+            (v.task == Task::Idle).then_some(now + used)
+        }
+        Task::Io {
+            left_mb,
+            read,
+            random,
+        } => {
+            if mbs > 0.0 && left_mb <= mbs {
+                let used = left_mb / mbs;
+                v.task_s += used;
+                v.task = Task::Idle;
+                Some(now + used)
+            } else {
+                v.task_s += 1.0;
+                v.task = Task::Io {
+                    left_mb: left_mb - mbs,
+                    read,
+                    random,
+                };
+                None
+            }
+        }
+        Task::Idle => None,
     }
-    Ok(out)
 }
 
 fn kind(w: &Workload) -> &'static str {
@@ -630,25 +647,13 @@ fn kind(w: &Workload) -> &'static str {
     }
 }
 
-/// Lognormal with mean 1 and coefficient of variation `cv`.
-fn lognormal(rng: &mut Rng, cv: f64) -> f64 {
-    if cv <= 0.0 {
-        return 1.0;
-    }
-    let sigma2 = (1.0 + cv * cv).ln();
-    // Box–Muller.
-    let (u1, u2) = (rng.next_f64().max(1e-300), rng.next_f64());
-    let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
-    (z * sigma2.sqrt() - sigma2 / 2.0).exp()
-}
-
 fn cache_share(s: &Scenario, v: &VmState) -> f64 {
     let a = &s.apps[v.app];
     a.cache_mb / (a.cache_mb + a.mem_mb)
 }
 
 /// What a VM's I/O does now, if anything.
-fn stream(s: &Scenario, v: &VmState) -> Option<Stream> {
+pub(super) fn stream(s: &Scenario, v: &VmState) -> Option<Stream> {
     let a = &s.apps[v.app];
     match &a.workload {
         Workload::IoBenchmark {
@@ -787,6 +792,7 @@ fn start_migration(
     hosts: &[&HostGroup],
     vms: &mut [VmState],
     m: Move,
+    planned: (f64, f64),
     now: f64,
 ) -> Migration {
     let link = |h: usize| hosts[h].link_gbit * 1000.0 / 8.0;
@@ -802,7 +808,7 @@ fn start_migration(
         rate: s.migration.bw_cap * link(m.from).min(link(m.to)),
         slow_sum: 0.0,
         slow_n: 0.0,
-        planned: (0.0, 0.0),
+        planned,
     }
 }
 
@@ -984,32 +990,4 @@ fn observed(s: &Scenario, hosts: &[&HostGroup], vms: &[VmState], window_s: f64) 
             bw_mbps: s.backend.bw_mbps,
         }),
     }
-}
-
-/// CloudCache's trigger (Arteaga et al., FAST '16): a host whose VMs' cache demand — their
-/// reused working sets — exceeds its SSD moves its largest demand to the host with the most
-/// room, if it fits there. IOPS and bandwidth are not looked at.
-fn cloudcache_move(s: &Scenario, cluster: &Cluster, vms: &[VmState]) -> Option<Move> {
-    let demand: Vec<f64> = (vms.iter())
-        .map(|v| match stream(s, v) {
-            Some(st) if st.random => st.ws_mb,
-            _ => 0.0,
-        })
-        .collect();
-    let n = cluster.hosts.len();
-    let mut on = vec![0.0; n];
-    for (v, d) in vms.iter().zip(&demand) {
-        on[v.host] += d;
-    }
-    let room = |h: usize| cluster.hosts[h].ssd_capacity_mb - on[h];
-    let from = (0..n)
-        .filter(|&h| room(h) < 0.0)
-        .min_by(|&a, &b| room(a).total_cmp(&room(b)))?;
-    let vm = (0..vms.len())
-        .filter(|&i| vms[i].host == from)
-        .max_by(|&a, &b| demand[a].total_cmp(&demand[b]))?;
-    let to = (0..n)
-        .filter(|&h| h != from)
-        .max_by(|&a, &b| room(a).total_cmp(&room(b)))?;
-    (room(to) >= demand[vm]).then_some(Move { vm, from, to })
 }

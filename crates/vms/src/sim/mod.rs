@@ -5,6 +5,7 @@
 
 pub mod engine;
 pub mod io;
+mod policy;
 pub mod scenario;
 
 pub use engine::{run, RunResult, POLICIES};

@@ -1,0 +1,131 @@
+//! Real rows first, the model otherwise.
+use std::sync::Arc;
+
+use super::{TaskUsage, Usage, UsageModel};
+use crate::Run;
+
+/// Where a usage value came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UsageOrigin {
+    /// A real row of this window.
+    Real,
+    /// The task's real row of the nearest earlier window (carried forward).
+    RealEarlier,
+    /// The model.
+    Model,
+}
+
+/// Real `task_usage` rows when present, else the model.
+#[derive(Clone, Debug)]
+pub struct UsageSource {
+    /// Shared, so several replays (threads, seeds) use one copy of a large table.
+    pub real: Option<Arc<TaskUsage>>,
+    pub model: UsageModel,
+}
+
+impl UsageSource {
+    pub fn new(real: Option<TaskUsage>, model: UsageModel) -> UsageSource {
+        UsageSource {
+            real: real.map(Arc::new),
+            model,
+        }
+    }
+
+    /// Usage of `run` in window `window` (absolute): see [`UsageSource::lookup`].
+    pub fn usage(&self, run: &Run, window: u32) -> Usage {
+        self.lookup(run, window).0
+    }
+
+    /// Usage of `run` in `window` and where it came from: the real row of (job, index, window);
+    /// else the task's real row of the nearest earlier window (a task keeps its last measured
+    /// usage when the loaded task_usage parts end before the run does; this also carries a real
+    /// row into a later run of the same task); else the model with the run's requests (also
+    /// before the task's first real window).
+    pub fn lookup(&self, run: &Run, window: u32) -> (Usage, UsageOrigin) {
+        if let Some((w, u)) = self
+            .real
+            .as_ref()
+            .and_then(|real| real.at_or_before(run.job, run.index, window))
+        {
+            let origin = if w == window {
+                UsageOrigin::Real
+            } else {
+                UsageOrigin::RealEarlier
+            };
+            return (u, origin);
+        }
+        let u = self
+            .model
+            .usage(run.job, run.index, run.cpu_request, run.mem_request, window);
+        (u, UsageOrigin::Model)
+    }
+
+    /// True if real rows exist for the task (any window, any run).
+    pub fn has_real(&self, job: u64, index: u32) -> bool {
+        self.real.as_ref().is_some_and(|r| r.has_task(job, index))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::usage::test_data::head_root;
+
+    fn run(job: u64, index: u32, submit: u32, end: u32) -> Run {
+        Run {
+            job,
+            index,
+            submit,
+            schedule: submit,
+            end,
+            end_kind: crate::END_NONE,
+            priority: 9,
+            cpu_request: 0.125,
+            mem_request: 0.07446,
+            machine: 0,
+            submitted_in_trace: true,
+        }
+    }
+
+    #[test]
+    fn usage_source_prefers_real_rows_then_the_model() {
+        let root = head_root();
+        let real = TaskUsage::load(root.path(), None).unwrap();
+        let model = UsageModel::calibrated(9);
+        let src = UsageSource::new(real, model.clone());
+        let known = run(3418309, 0, 0, 3600);
+        let row = Usage {
+            cpu: 0.001562,
+            max_cpu: 0.03967,
+            mem: 0.07568,
+            mai: 0.007243,
+        };
+        assert!(src.has_real(3418309, 0));
+        assert!(!src.has_real(3418309, 99));
+        assert_eq!(src.lookup(&known, 0), (row, UsageOrigin::Real));
+        // Later windows carry the last real window forward, also into a later run of the task.
+        assert_eq!(src.lookup(&known, 5), (row, UsageOrigin::RealEarlier));
+        let later = run(3418309, 0, 7200, 9000);
+        assert_eq!(src.lookup(&later, 30), (row, UsageOrigin::RealEarlier));
+        // A task without real rows uses the model.
+        let unknown = run(1, 2, 0, 600);
+        assert_eq!(src.usage(&unknown, 1), model.usage(1, 2, 0.125, 0.07446, 1));
+        // Before a task's first real window: the model.
+        let u = Usage {
+            cpu: 0.5,
+            max_cpu: 0.75,
+            mem: 0.25,
+            mai: 0.01,
+        };
+        let late = UsageSource::new(Some(TaskUsage::from_rows([(77, 0, 10, u)])), model.clone());
+        let r = run(77, 0, 0, 6000);
+        let expect = model.usage(77, 0, r.cpu_request, r.mem_request, 9);
+        assert_eq!(late.lookup(&r, 9), (expect, UsageOrigin::Model));
+        assert_eq!(late.lookup(&r, 10), (u, UsageOrigin::Real));
+        assert_eq!(late.lookup(&r, 11), (u, UsageOrigin::RealEarlier));
+        // No real data at all.
+        let only_model = UsageSource::new(None, model.clone());
+        assert_eq!(only_model.lookup(&known, 0).1, UsageOrigin::Model);
+        assert!(!only_model.has_real(3418309, 0));
+    }
+}
