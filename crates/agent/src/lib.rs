@@ -75,4 +75,24 @@ mod rooms {
         }
         assert!(checked >= 12, "only {checked} files checked");
     }
+
+    /// The plumbing crates the agents share depend on no colosched crate but core (in any
+    /// section of their manifests): whichever crate uses them, no circle can form.
+    #[test]
+    fn plumbing_crates_use_only_core() {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for name in ["qemu"] {
+            let path = crates.join(name).join("Cargo.toml");
+            let manifest = std::fs::read_to_string(&path).unwrap();
+            for (i, line) in manifest.lines().enumerate() {
+                let dep = line.split(['=', '.', ' ']).next().unwrap_or("");
+                assert!(
+                    !dep.starts_with("colosched-") || dep == "colosched-core",
+                    "{}:{}: {name} may not depend on {dep}",
+                    path.display(),
+                    i + 1
+                );
+            }
+        }
+    }
 }
