@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use colosched_memwatch::signals::Signals;
 use colosched_qemu::libvirt::{find_program, Virsh, VirshError};
+use colosched_sys::signals::Signals;
 
 use super::{check_plan, Bad, Config, Move, Report, Stop, POLL, SETTLE_TIMEOUT};
 
