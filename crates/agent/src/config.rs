@@ -569,10 +569,10 @@ impl Config {
 /// Filesystems of the kernel's own trees, where no regular file can be made (proc, sysfs,
 /// cgroup, cgroup2).
 const NO_FILES_FS: &[i64] = &[
-    crate::sense::procfs::PROC_SUPER_MAGIC,
-    0x6265_6572, // SYSFS_MAGIC
-    colosched_memwatch::CGROUP_SUPER_MAGIC,
-    colosched_memwatch::CGROUP2_SUPER_MAGIC,
+    colosched_sys::fs::PROC_SUPER_MAGIC,
+    colosched_sys::fs::SYSFS_MAGIC,
+    colosched_sys::fs::CGROUP_SUPER_MAGIC,
+    colosched_sys::fs::CGROUP2_SUPER_MAGIC,
 ];
 
 /// `state_file` can be written by `run` (which creates its missing directories, as `mkdir -p`):
@@ -604,7 +604,7 @@ pub fn check_state_file(path: &Path) -> std::result::Result<(), String> {
     use rustix::fs::{access, Access};
     access(dir, Access::WRITE_OK | Access::EXEC_OK)
         .map_err(|e| format!("{show} cannot be made: {at}: {}", std::io::Error::from(e)))?;
-    match colosched_memwatch::fs_type(dir) {
+    match colosched_sys::fs::fs_type(dir) {
         Ok(t) if NO_FILES_FS.contains(&t) => Err(format!(
             "{show} cannot be made: {at} is in a kernel filesystem (type {t:#x}) that holds no \
              files of ours"

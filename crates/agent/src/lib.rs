@@ -7,7 +7,8 @@
 //! `config` parses and checks the configuration. Imports go one
 //! way: cpuset, error → sense → decide → act → daemon → cli, and config → sense.
 //! `memwatch` is the memory-threshold watcher (spec 004), its own crate (`colosched-memwatch`)
-//! re-exported here; `signals` is the SIGTERM/SIGINT handling both loops share, which lives there.
+//! re-exported here; `signals` is the SIGTERM/SIGINT handling both loops share
+//! (`colosched-sys`'s).
 
 pub mod act;
 pub mod cli;
@@ -24,7 +25,7 @@ pub mod sense;
 
 pub use colosched_core::cpuset;
 pub use colosched_memwatch as memwatch;
-pub use colosched_memwatch::signals;
+pub use colosched_sys::signals;
 
 /// Wall-clock time as Unix seconds, for log lines and events (0 if the clock is before 1970).
 pub fn now_unix() -> f64 {
@@ -74,5 +75,25 @@ mod rooms {
             }
         }
         assert!(checked >= 12, "only {checked} files checked");
+    }
+
+    /// The plumbing crates the agents share depend on no colosched crate but core (in any
+    /// section of their manifests): whichever crate uses them, no circle can form.
+    #[test]
+    fn plumbing_crates_use_only_core() {
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for name in ["qemu", "sys"] {
+            let path = crates.join(name).join("Cargo.toml");
+            let manifest = std::fs::read_to_string(&path).unwrap();
+            for (i, line) in manifest.lines().enumerate() {
+                let dep = line.split(['=', '.', ' ']).next().unwrap_or("");
+                assert!(
+                    !dep.starts_with("colosched-") || dep == "colosched-core",
+                    "{}:{}: {name} may not depend on {dep}",
+                    path.display(),
+                    i + 1
+                );
+            }
+        }
     }
 }

@@ -20,9 +20,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colosched_host::decide::tap::ring_sample;
-use colosched_host::real::discover::{Accel, Vcpu, Vm};
-use colosched_host::real::qmp::{Monitor, Qmp};
 use colosched_host::real::sense::{cpu_delta, net_delta, CpuReading, NetReading, VmSensor};
+use colosched_qemu::{Accel, Monitor, Qmp, Vcpu, Vm};
 use rustix::thread::UnshareFlags;
 
 const PERIOD_NS: u64 = 10_000_000;

@@ -168,7 +168,7 @@ fn log(msg: &str) {
 }
 
 fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, String> {
-    let signals = crate::signals::Signals::catch()?;
+    let signals = colosched_sys::signals::Signals::catch()?;
     let mut children: Vec<Child> = Vec::new();
     let result = loop {
         // The wait wakes at once on an event; the timeout only bounds how late a signal is seen.

@@ -26,7 +26,6 @@ mod v2;
 mod watcher;
 
 pub mod cli;
-pub mod signals;
 
 use std::fmt;
 use std::fs;
@@ -35,7 +34,6 @@ use std::time::Duration;
 
 pub use order::{order_crossings, poll_crossings};
 pub use psi::PsiTrigger;
-pub use sys::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 pub use v2::{parse_memory_events, MemoryEvents};
 pub use watcher::{MemoryThresholdWatcher, StopHandle};
 

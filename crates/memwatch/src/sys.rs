@@ -1,14 +1,16 @@
-//! The few system calls the watcher makes (eventfd, poll, pread, statfs), each wrapped once,
-//! through rustix.
+//! The few system calls the watcher makes (eventfd, pread, the clock), each wrapped once,
+//! through rustix; poll and statfs are colosched-sys's.
 
 use std::fs::File;
-use std::os::fd::{BorrowedFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
-use std::time::Duration;
 
-use rustix::event::{EventfdFlags, PollFd, PollFlags, Timespec};
+use rustix::event::EventfdFlags;
 use rustix::io::Errno;
+
+pub use colosched_sys::fs::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+pub use colosched_sys::poll;
 
 /// A non-blocking, close-on-exec eventfd.
 pub fn eventfd() -> Result<OwnedFd, String> {
@@ -48,28 +50,6 @@ pub fn eventfd_drain(fd: &OwnedFd) -> u64 {
     }
 }
 
-/// poll(2) on `(fd, events)`; returns each fd's `revents` (empty: not ready). EINTR counts as
-/// "none ready".
-pub fn poll(
-    fds: &[(BorrowedFd, PollFlags)],
-    timeout: Option<Duration>,
-) -> Result<Vec<PollFlags>, String> {
-    let mut p: Vec<PollFd> = fds.iter().map(|(fd, ev)| PollFd::new(fd, *ev)).collect();
-    // Round up to whole milliseconds, as poll(2) would, so a 0.4 ms wait is not a busy loop.
-    let ts = timeout.map(|t| {
-        let ms = t.as_micros().div_ceil(1000).min(i32::MAX as u128) as i64;
-        Timespec {
-            tv_sec: ms / 1000,
-            tv_nsec: (ms % 1000) * 1_000_000,
-        }
-    });
-    match rustix::event::poll(&mut p, ts.as_ref()) {
-        Ok(_) => Ok(p.iter().map(PollFd::revents).collect()),
-        Err(Errno::INTR) => Ok(vec![PollFlags::empty(); fds.len()]),
-        Err(e) => Err(format!("poll: {e}")),
-    }
-}
-
 /// The number at the start of a one-number file (memory.current, memory.usage_in_bytes), read
 /// with pread so one open fd serves every read. None once the group is gone (ENODEV).
 pub fn pread_u64(f: &File) -> Option<u64> {
@@ -82,15 +62,6 @@ pub fn pread_u64(f: &File) -> Option<u64> {
 pub fn monotonic_ns() -> u64 {
     let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// `statfs(2)` f_type of cgroup v1 and cgroup v2 (include/uapi/linux/magic.h).
-pub const CGROUP_SUPER_MAGIC: i64 = 0x0027_e0eb;
-pub const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-
-/// The filesystem type (`statfs(2)` f_type) of `path`.
-pub fn fs_type(path: &Path) -> std::io::Result<i64> {
-    Ok(rustix::fs::statfs(path)?.f_type as i64)
 }
 
 /// Refuses a directory that is not on a cgroup filesystem (v1 or v2): a copy of a cgroup's files

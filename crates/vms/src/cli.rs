@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Parser, Subcommand};
-use colosched_memwatch::signals::Signals;
+use colosched_sys::signals::Signals;
 
 use crate::real::migrate::{
     check, clean, execute, parse_config, parse_plan, plan_transient, Bad, Config, Report,

@@ -30,7 +30,7 @@ pub struct VmConfig {
 }
 
 /// `[libvirt]`: the VMs are domains of this libvirt connection, asked of libvirt through one
-/// `virsh` session (`real::libvirt`): which domains run, their taps (`domiflist`), their vCPU
+/// `virsh` session (`colosched_qemu::libvirt`): which domains run, their taps (`domiflist`), their vCPU
 /// threads and RX rings through libvirt's own monitor (`qemu-monitor-command`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LibvirtConfig {

@@ -34,10 +34,12 @@ use colosched_host::decide::rotate::{
 };
 use colosched_host::decide::tap::ring_sample;
 use colosched_host::real::classes::{read_classes, HostClasses};
-use colosched_host::real::libvirt::find_program;
 use colosched_host::real::{
-    cpu_delta, discover, net_delta, Accel, CpuDelta, CpuReading, DomainMonitor, Monitor,
-    NetReading, Qmp, RxRings, SharedVirsh, Vcpu, Virsh, Vm, VmFilter, VmSensor,
+    cpu_delta, net_delta, CpuDelta, CpuReading, NetReading, RxRings, VmSensor,
+};
+use colosched_qemu::libvirt::find_program;
+use colosched_qemu::{
+    discover, Accel, DomainMonitor, Monitor, Qmp, SharedVirsh, Vcpu, Virsh, Vm, VmFilter,
 };
 use serde_json::{json, Value};
 
@@ -206,7 +208,7 @@ fn track(
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .taps(&vm.name)
-                .map_err(lv)?;
+                .map_err(|e| lv(e.to_string()))?;
         }
         if monitor.is_none() {
             let m = DomainMonitor::new(v.clone(), &vm.name).map_err(|e| lv(e.to_string()))?;
@@ -523,7 +525,7 @@ impl HostAgent {
                 Ok(r) => r,
                 Err(e) if strict => return Err(Error::config("libvirt.uri", e)),
                 Err(e) => {
-                    tracing::warn!("libvirt: {e}");
+                    tracing::warn!("{e}"); // it names the libvirt URI
                     self.count("discovery");
                     return Ok(()); // the VMs watched so far stay
                 }

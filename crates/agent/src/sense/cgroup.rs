@@ -20,7 +20,7 @@ pub fn controller_dir(root: &Path, cgroup: &Path, controller: &str, file: &str) 
 
 /// Whether `path` is a directory of a cgroup filesystem (v1 or v2).
 pub fn is_cgroup_dir(path: &Path) -> Result<()> {
-    use colosched_memwatch::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
+    use colosched_sys::fs::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
     let meta = std::fs::metadata(path).map_err(|e| Error::read(path, e))?;
     if !meta.is_dir() {
         return Err(Error::read(path, "not a directory"));

@@ -9,10 +9,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
-use colosched_memwatch::fs_type;
-
-/// `PROC_SUPER_MAGIC` (statfs f_type of a proc filesystem).
-pub(crate) const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+use colosched_sys::fs::{fs_type, PROC_SUPER_MAGIC};
 
 /// `PF_KTHREAD` in the flags field of /proc/<pid>/stat: a kernel thread.
 pub const PF_KTHREAD: u64 = 0x0020_0000;

@@ -39,9 +39,9 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use super::discover::Vm;
 use crate::decide::tap::{TapDelta, TapInterval};
 use colosched_core::proctext::parse_schedstat;
+use colosched_qemu::Vm;
 
 /// `PROC_SUPER_MAGIC` and `SYSFS_MAGIC` (statfs f_type).
 const PROC_SUPER_MAGIC: u64 = 0x9fa0;
@@ -375,8 +375,8 @@ fn nanos_between(a: Instant, b: Instant) -> u64 {
 mod tests {
     use super::*;
     use crate::decide::tap::ring_sample;
-    use crate::real::discover::{read_vm, Accel, Vcpu};
-    use crate::real::testqemu::{Qemu, QemuOpts};
+    use colosched_qemu::discover::{read_vm, Accel, Vcpu};
+    use colosched_qemu::testing::{Qemu, QemuOpts};
     use std::fs;
     use std::time::Duration;
 

@@ -43,8 +43,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use colosched_host::real::qmp::{Monitor, Qmp};
-use colosched_memwatch::signals::Signals;
+use colosched_qemu::{Monitor, Qmp, QmpError};
+use colosched_sys::signals::Signals;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -243,7 +243,7 @@ impl From<String> for Stop {
     }
 }
 
-fn qmp_err(e: colosched_host::real::QmpError) -> Stop {
+fn qmp_err(e: QmpError) -> Stop {
     Stop::Failed(e.to_string())
 }
 

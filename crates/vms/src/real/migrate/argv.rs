@@ -96,7 +96,7 @@ impl Destination {
 /// One comma-separated QEMU option string split where the commas are not doubled; each part
 /// stays in its escaped form, to be written back.
 fn split_opts(s: &str) -> Vec<String> {
-    colosched_host::real::discover::split_opts(s, false)
+    colosched_qemu::opts::split_opts(s, false)
 }
 
 /// The value of `key=` among `parts` (commas unescaped); `Some("on")` for a bare `key`.

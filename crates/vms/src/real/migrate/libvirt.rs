@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use colosched_host::real::libvirt::{find_program, Virsh};
-use colosched_memwatch::signals::Signals;
+use colosched_qemu::libvirt::{find_program, Virsh, VirshError};
+use colosched_sys::signals::Signals;
 
 use super::{check_plan, Bad, Config, Move, Report, Stop, POLL, SETTLE_TIMEOUT};
 
@@ -37,7 +37,7 @@ fn virsh() -> Result<PathBuf, String> {
 }
 
 fn session(uri: &str) -> Result<Virsh, String> {
-    Virsh::start(&virsh()?, uri, VIRSH_TIMEOUT)
+    Virsh::start(&virsh()?, uri, VIRSH_TIMEOUT).map_err(|e| e.to_string())
 }
 
 /// virsh's `--bandwidth`: the cap in whole MiB/s, at least 1.
@@ -55,11 +55,17 @@ pub fn migrate_uri(addr: IpAddr) -> String {
 
 /// A domain's state on a libvirt (`running`, `paused`, `shut off`, …); `None` when it has none
 /// of that name.
-fn state(v: &mut Virsh, domain: &str) -> Result<Option<String>, String> {
+fn state(v: &mut Virsh, domain: &str) -> Result<Option<String>, VirshError> {
     match v.run(&["domstate", domain]) {
         Ok(out) => Ok(Some(out.trim().to_string())),
-        Err(e) if e.contains("failed to get domain") => Ok(None),
+        Err(e) if e.said("failed to get domain") => Ok(None),
         Err(e) => Err(e),
+    }
+}
+
+impl From<VirshError> for Stop {
+    fn from(e: VirshError) -> Stop {
+        Stop::Failed(e.to_string())
     }
 }
 

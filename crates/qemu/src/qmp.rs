@@ -4,7 +4,8 @@
 //! agent needs: `query-cpus-fast` (vCPU index → host thread, which works when QEMU does not
 //! name its threads), `query-status`, and QEMU ≥ 7.2's virtio introspection
 //! (`x-query-virtio`, `x-query-virtio-queue-status`: a virtio-net RX queue's indices, from
-//! which `decide::tap::virtio_rx_fill` estimates the ring fill).
+//! which the host crate's `decide::tap::virtio_rx_fill` estimates the ring fill). The
+//! executor of `colosched-vms` drives migrations through `execute`.
 //!
 //! Checked against this machine's QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18): 216 commands,
 //! among them `query-cpus-fast`, `query-status`, `x-query-virtio`, `x-query-virtio-status`,
@@ -31,77 +32,49 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::decide::tap::virtio_rx_fill;
-
 /// What went wrong, with the monitor it went wrong on.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{peer}: {kind}")]
 pub struct QmpError {
     /// `QMP socket PATH`, or `QMP of libvirt domain NAME`.
     pub peer: String,
     pub kind: QmpErrorKind,
 }
 
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum QmpErrorKind {
     /// The socket could not be connected to (missing, not a socket, nobody listening).
+    #[error("cannot connect: {0}")]
     Connect(std::io::Error),
     /// Nothing (complete) came within the timeout while waiting for `what`.
-    Timeout {
-        what: String,
-        after: Duration,
-    },
+    #[error(
+        "timed out after {after:?} waiting for {what} (another client may hold the socket, \
+         or it is not QMP)"
+    )]
+    Timeout { what: String, after: Duration },
     /// The peer closed the connection while we waited for `what`.
-    Closed {
-        what: String,
-    },
+    #[error("closed while waiting for {what}")]
+    Closed { what: String },
     /// The first line was not a QMP greeting: not a QMP socket (an HMP monitor, something
     /// else). Holds the start of what came.
+    #[error("not a QMP socket: it began with {0:?}")]
     NotQmp(String),
+    #[error("{0}")]
     Io(std::io::Error),
     /// QEMU answered `command` with an error.
+    #[error("{command} failed: {class}: {desc}")]
     Reply {
         command: String,
         class: String,
         desc: String,
     },
     /// QEMU's answer to `command` was not what the command returns.
-    BadReply {
-        command: String,
-        why: String,
-    },
+    #[error("unexpected reply to {command}: {why}")]
+    BadReply { command: String, why: String },
     /// libvirt (virsh) could not pass the command on.
-    Libvirt(String),
+    #[error("{0}")]
+    Libvirt(crate::libvirt::VirshError),
 }
-
-impl fmt::Display for QmpError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: ", self.peer)?;
-        match &self.kind {
-            QmpErrorKind::Connect(e) => write!(f, "cannot connect: {e}"),
-            QmpErrorKind::Timeout { what, after } => write!(
-                f,
-                "timed out after {after:?} waiting for {what} (another client may hold the \
-                 socket, or it is not QMP)"
-            ),
-            QmpErrorKind::Closed { what } => write!(f, "closed while waiting for {what}"),
-            QmpErrorKind::NotQmp(start) => {
-                write!(f, "not a QMP socket: it began with {start:?}")
-            }
-            QmpErrorKind::Io(e) => write!(f, "{e}"),
-            QmpErrorKind::Reply {
-                command,
-                class,
-                desc,
-            } => write!(f, "{command} failed: {class}: {desc}"),
-            QmpErrorKind::BadReply { command, why } => {
-                write!(f, "unexpected reply to {command}: {why}")
-            }
-            QmpErrorKind::Libvirt(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for QmpError {}
 
 impl QmpError {
     /// Whether QEMU does not know the command (an `x-` command of another version).
@@ -351,7 +324,7 @@ impl Monitor for Qmp {
 }
 
 /// A QEMU monitor: a QMP socket of our own ([`Qmp`]), or libvirt's, reached through libvirt
-/// (`real::libvirt::DomainMonitor`). What the agent asks is written once, here.
+/// ([`crate::libvirt::DomainMonitor`]). What the agents ask is written once, here.
 pub trait Monitor: Send {
     /// Runs `command` and returns its `return` value.
     fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value>;
@@ -436,66 +409,6 @@ fn socket_peer(path: &Path) -> String {
     format!("QMP socket {}", path.display())
 }
 
-/// A VM's virtio-net RX rings, read through its monitor (a QMP socket, or libvirt): spec 002's receive request queue
-/// (see `decide::tap::virtio_rx_fill` for what the indices mean). Only queue 0 of each device
-/// is read (a multi-queue device's other RX queues are 2, 4, …). Each read costs QEMU's main
-/// loop about 0.5 ms of CPU on this machine (`examples/host_sense_cost.rs`).
-pub struct RxRings {
-    qmp: Box<dyn Monitor>,
-    paths: Vec<String>,
-}
-
-impl std::fmt::Debug for RxRings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RxRings")
-            .field("peer", &self.qmp.peer())
-            .field("paths", &self.paths)
-            .finish()
-    }
-}
-
-impl RxRings {
-    /// Finds the VM's virtio-net devices. Fails when QEMU has no `x-query-virtio` (before 7.2)
-    /// or the VM has no virtio-net device.
-    pub fn new(mut qmp: Box<dyn Monitor>) -> std::result::Result<RxRings, String> {
-        let devices = qmp.query_virtio().map_err(|e| {
-            if e.is_command_not_found() {
-                let v = qmp.version();
-                format!(
-                    "QEMU {}.{}.{} has no x-query-virtio: its rings cannot be read (QEMU ≥ 7.2 has it)",
-                    v.major, v.minor, v.micro
-                )
-            } else {
-                e.to_string()
-            }
-        })?;
-        let paths: Vec<String> = devices
-            .into_iter()
-            .filter(|d| d.name == "virtio-net")
-            .map(|d| d.path)
-            .collect();
-        if paths.is_empty() {
-            return Err(format!("{}: no virtio-net device", qmp.peer()));
-        }
-        Ok(RxRings { qmp, paths })
-    }
-
-    /// The fullest of the RX rings, scaled to `ql_max`; `None` while no guest driver has set
-    /// one up.
-    pub fn fill(&mut self, ql_max: u32) -> Result<Option<u32>> {
-        let mut most = None;
-        for path in &self.paths {
-            let q = self.qmp.virtio_queue_status(path, 0)?;
-            let (Some(last), Some(shadow)) = (q.last_avail_idx, q.shadow_avail_idx) else {
-                continue; // vhost: QEMU does not see the indices
-            };
-            let fill = virtio_rx_fill(q.vring_num, q.vring_desc, last, shadow, ql_max);
-            most = most.max(fill);
-        }
-        Ok(most)
-    }
-}
-
 /// The longest reply line accepted (`query-qmp-schema`, the longest QEMU has, is ~200 KiB).
 const MAX_LINE: usize = 16 << 20;
 
@@ -544,77 +457,16 @@ fn connect_unix(path: &Path, timeout: Duration) -> std::result::Result<UnixStrea
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::real::discover::read_vm;
-    use crate::real::testqemu::{Qemu, QemuOpts};
-    use std::io::{BufRead, BufReader};
-    use std::os::unix::net::UnixListener;
+    use crate::discover::read_vm;
+    use crate::testing::{greeting, qmp_server as server, ret, Qemu, QemuOpts, QUEUE};
 
     // Replies recorded from QEMU 7.2.22 (this machine's), `-machine q35,accel=tcg -S -smp 2`
-    // with a virtio-net-pci device.
-    const GREETING: &str = r#"{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}"#;
+    // with a virtio-net-pci device (more in `testing`).
     const CPUS: &str = r#"[{"thread-id": 29232, "props": {"core-id": 1, "thread-id": 0, "socket-id": 0}, "qom-path": "/machine/unattached/device[2]", "cpu-index": 1, "target": "x86_64"}, {"thread-id": 29231, "props": {"core-id": 0, "thread-id": 0, "socket-id": 0}, "qom-path": "/machine/unattached/device[0]", "cpu-index": 0, "target": "x86_64"}]"#;
     const STATUS: &str = r#"{"status": "prelaunch", "singlestep": false, "running": false}"#;
     const VIRTIO: &str =
         r#"[{"name": "virtio-net", "path": "/machine/peripheral/nic0/virtio-backend"}]"#;
-    const QUEUE: &str = r#"{"signalled-used": 0, "inuse": 0, "name": "virtio-net", "vring-align": 4096, "vring-desc": 0, "signalled-used-valid": false, "vring-num-default": 256, "vring-avail": 0, "queue-index": 0, "last-avail-idx": 0, "vring-used": 0, "used-idx": 0, "shadow-avail-idx": 0, "vring-num": 256}"#;
     const EVENT: &str = r#"{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "RESUME"}"#;
-
-    /// A fake QMP server on a Unix socket in a tempdir: sends `greeting` (if any, as is), then for
-    /// each command it reads answers with the next of `replies` (`{id}` is replaced by the
-    /// command's id; a reply ending in NUL is the last, and the server hangs up after it).
-    /// Returns the socket path, the tempdir and the thread, which yields the
-    /// commands it saw.
-    fn server(
-        greeting: Option<&str>,
-        replies: Vec<String>,
-    ) -> (
-        PathBuf,
-        tempfile::TempDir,
-        std::thread::JoinHandle<Vec<Value>>,
-    ) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("qmp.sock");
-        let listener = UnixListener::bind(&path).unwrap();
-        let greeting = greeting.map(str::to_string);
-        let t = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            let mut seen = Vec::new();
-            if let Some(g) = greeting {
-                s.write_all(g.as_bytes()).unwrap();
-            }
-            let mut r = BufReader::new(s.try_clone().unwrap());
-            for reply in replies {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap() == 0 {
-                    break;
-                }
-                let cmd: Value = serde_json::from_str(&line).unwrap();
-                let id = cmd["id"].to_string();
-                seen.push(cmd);
-                // A reply ending in NUL: write the rest and hang up.
-                let (text, hang_up) = match reply.strip_suffix('\0') {
-                    Some(t) => (t, true),
-                    None => (reply.as_str(), false),
-                };
-                if s.write_all(text.replace("{id}", &id).as_bytes()).is_err() || hang_up {
-                    return seen;
-                }
-            }
-            // Hold the connection until the client hangs up.
-            let mut rest = Vec::new();
-            let _ = r.read_to_end(&mut rest);
-            seen
-        });
-        (path, dir, t)
-    }
-
-    fn greeting() -> String {
-        format!("{GREETING}\r\n")
-    }
-
-    fn ret(v: &str) -> String {
-        format!("{{\"return\": {v}, \"id\": {{id}}}}\r\n")
-    }
 
     const T: Duration = Duration::from_secs(5);
 
@@ -679,54 +531,6 @@ mod tests {
             seen[4]["arguments"],
             serde_json::json!({"path": "/machine/peripheral/nic0/virtio-backend", "queue": 0})
         );
-    }
-
-    #[test]
-    fn rx_rings_read_the_fullest_virtio_net_rx_queue_and_refuse_a_qemu_without_them() {
-        // Two NICs and a disk; the guest's driver posted 256 buffers on nic0 of which QEMU has
-        // filled 200 (56 free: 200 of 256 slots hold packets) and 16 on nic1.
-        let queue = |last: u32, shadow: u32| {
-            ret(&QUEUE
-                .replace("\"vring-desc\": 0", "\"vring-desc\": 4096")
-                .replace(
-                    "\"last-avail-idx\": 0",
-                    &format!("\"last-avail-idx\": {last}"),
-                )
-                .replace(
-                    "\"shadow-avail-idx\": 0",
-                    &format!("\"shadow-avail-idx\": {shadow}"),
-                ))
-        };
-        let devices = r#"[{"name": "virtio-net", "path": "/n0"}, {"name": "virtio-blk", "path": "/b"}, {"name": "virtio-net", "path": "/n1"}]"#;
-        let replies = vec![
-            ret("{}"),
-            ret(devices),
-            queue(65_530, 65_530u32.wrapping_add(56) % 65_536),
-            queue(1000, 1240),
-        ];
-        let (path, _dir, t) = server(Some(&greeting()), replies);
-        let mut rings = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap();
-        assert_eq!(
-            rings.fill(256).unwrap(),
-            Some(200),
-            "the fuller one, across the wrap"
-        );
-        drop(rings);
-        let seen = t.join().unwrap();
-        let paths: Vec<&Value> = seen[2..].iter().map(|c| &c["arguments"]["path"]).collect();
-        assert_eq!(paths, ["/n0", "/n1"], "only the virtio-net devices");
-
-        let not_found =
-            "{\"error\": {\"class\": \"CommandNotFound\", \"desc\": \"no\"}, \"id\": {id}}\r\n";
-        let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), not_found.into()]);
-        let e = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap_err();
-        assert_eq!(
-            e,
-            "QEMU 7.2.22 has no x-query-virtio: its rings cannot be read (QEMU ≥ 7.2 has it)"
-        );
-        let (path, _dir, _t) = server(Some(&greeting()), vec![ret("{}"), ret("[]")]);
-        let e = RxRings::new(Box::new(Qmp::connect(&path, T).unwrap())).unwrap_err();
-        assert!(e.ends_with("qmp.sock: no virtio-net device"), "{e}");
     }
 
     #[test]
@@ -867,15 +671,9 @@ mod tests {
             .expect("virtio-net");
         let rx = c.virtio_queue_status(&net.path, 0).unwrap();
         assert_eq!((rx.queue_index, rx.vring_num), (0, 256));
-        // The guest never ran its driver: no fill to read.
-        let fill = virtio_rx_fill(
-            rx.vring_num,
-            rx.vring_desc,
-            rx.last_avail_idx.unwrap(),
-            rx.shadow_avail_idx.unwrap(),
-            256,
-        );
-        assert_eq!(fill, None);
+        // The guest never ran its driver: no ring set up yet.
+        assert_eq!(rx.vring_desc, 0);
+        assert_eq!((rx.last_avail_idx, rx.shadow_avail_idx), (Some(0), Some(0)));
         let e = c.virtio_queue_status(&net.path, 99).unwrap_err();
 
         assert!(matches!(e.kind, QmpErrorKind::Reply { .. }), "{e}");
@@ -892,9 +690,5 @@ mod tests {
         // Still usable after that.
         assert!(c.query_status().is_ok());
         assert_eq!(c.peer_pid().unwrap(), q.pid, "SO_PEERCRED names the QEMU");
-        // The host agent's RX ring reader: one virtio-net device, no driver yet, so no fill.
-        let mut rings = RxRings::new(Box::new(c)).unwrap();
-        assert_eq!(rings.paths, std::slice::from_ref(&net.path));
-        assert_eq!(rings.fill(256).unwrap(), None);
     }
 }

@@ -1,8 +1,8 @@
-//! SIGTERM, SIGINT and SIGHUP for the long-running loops (`run`, `memwatch`): a handler that
-//! records the signal and writes a byte to a pipe, so a loop can sleep in `poll(2)` on the pipe and
-//! wake at once, then put back what it changed.
+//! SIGTERM, SIGINT and SIGHUP for the long-running loops (`agent run`, `host run`, `memwatch`,
+//! `migrate vms --execute`): a handler that records the signal and writes a byte to a pipe, so a
+//! loop can sleep in `poll(2)` on the pipe and wake at once, then put back what it changed.
 //!
-//! A handler rather than a blocked mask and `sigtimedwait`: both commands also run inside the
+//! A handler rather than a blocked mask and `sigtimedwait`: these commands also run inside the
 //! Python process (`colosched agent run`), whose other threads do not block the signals. A
 //! process-directed signal may then be taken by one of them and never reach a `sigtimedwait`;
 //! a handler runs whichever thread takes it. One `Signals` at a time per process.
@@ -83,7 +83,7 @@ impl Signals {
     pub fn wait(&self, d: Duration) -> Option<i32> {
         if self.pending().is_none() {
             // EINTR (the signal itself) just ends the sleep.
-            let _ = crate::sys::poll(&[(self.read.as_fd(), PollFlags::IN)], Some(d));
+            let _ = crate::poll(&[(self.read.as_fd(), PollFlags::IN)], Some(d));
         }
         self.pending()
     }

@@ -22,6 +22,8 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use crate::opts::{opt_value, split_opts};
+
 /// How QEMU runs a vCPU, from its thread's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Accel {
@@ -247,42 +249,6 @@ pub fn parse_args(args: &[String]) -> QemuArgs {
     out
 }
 
-/// The value of `key` in a QEMU option string `a,key=value,…`; with `implied`, a first element
-/// without `=` is that key's value (`-netdev tap,…`, `-name vm1`).
-fn opt_value(s: &str, key: &str, implied: bool) -> Option<String> {
-    let parts = split_opts(s, true);
-    for (n, p) in parts.iter().enumerate() {
-        match p.split_once('=') {
-            Some((k, v)) if k == key => return Some(v.to_string()),
-            None if n == 0 && implied => return Some(p.clone()),
-            _ => {}
-        }
-    }
-    None
-}
-
-/// Splits a QEMU option string at commas; `,,` stands for a literal comma, which `unescape`
-/// turns into one (a value to read) or keeps (a part to write back as it was).
-pub fn split_opts(s: &str, unescape: bool) -> Vec<String> {
-    let mut out = vec![String::new()];
-    let mut chars = s.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == ',' {
-            if chars.peek() == Some(&',') {
-                chars.next();
-                out.last_mut()
-                    .unwrap()
-                    .push_str(if unescape { "," } else { ",," });
-            } else {
-                out.push(String::new());
-            }
-        } else {
-            out.last_mut().unwrap().push(c);
-        }
-    }
-    out
-}
-
 /// /proc/<pid>/cmdline: NUL-terminated arguments (not UTF-8-checked: a stray byte becomes
 /// U+FFFD).
 fn split_cmdline(bytes: &[u8]) -> Vec<String> {
@@ -340,7 +306,7 @@ fn numeric_entries(dir: &Path) -> Vec<i32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::real::testqemu::{Qemu, QemuOpts};
+    use crate::testing::{Qemu, QemuOpts};
     use std::os::unix::fs::symlink;
 
     /// A fake /proc: processes with a comm, an exe link, a command line and named threads.

@@ -1,13 +1,20 @@
-//! A real QEMU for the tests: TCG, stopped before its first instruction (`-S`), no disk, no
+//! Test support for this crate and the crates that use it (the `testing` feature): a fake QMP
+//! server answering with recorded replies, and a real QEMU.
+//!
+//! The real QEMU: TCG, stopped before its first instruction (`-S`), no disk, no
 //! display, a QMP and a human-monitor socket in a tempdir, vCPU threads named
 //! (`debug-threads=on`). With a tap, it
 //! runs in a network and mount namespace of its own (`unshare -n -m`) with sysfs mounted for that
 //! namespace, so the tap, its address and the traffic sent to it never touch the host's network.
 //! Dropping it kills and reaps QEMU; the namespaces and the tap go with it.
 
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 pub const QEMU_BIN: &str = "/usr/bin/qemu-system-x86_64";
 /// The address of the host's end of the test tap, and the (static) neighbour behind it.
@@ -106,7 +113,7 @@ impl Qemu {
                 panic!("qemu exited ({status}) before it was ready:\n{}", q.log());
             }
             let ready = q.qmp.exists()
-                && crate::real::discover::read_vm(Path::new("/proc"), q.pid)
+                && crate::discover::read_vm(Path::new("/proc"), q.pid)
                     .is_some_and(|vm| vm.vcpus.len() == o.smp as usize);
             if ready {
                 return q;
@@ -157,4 +164,67 @@ impl Drop for Qemu {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+// Replies recorded from QEMU 7.2.22 (this machine's), `-machine q35,accel=tcg -S -smp 2` with a
+// virtio-net-pci device.
+pub const GREETING: &str = r#"{"QMP": {"version": {"qemu": {"micro": 22, "minor": 2, "major": 7}, "package": "Debian 1:7.2+dfsg-7+deb12u18+b3"}, "capabilities": ["oob"]}}"#;
+/// `x-query-virtio-queue-status` of its RX queue, before the guest's driver set it up.
+pub const QUEUE: &str = r#"{"signalled-used": 0, "inuse": 0, "name": "virtio-net", "vring-align": 4096, "vring-desc": 0, "signalled-used-valid": false, "vring-num-default": 256, "vring-avail": 0, "queue-index": 0, "last-avail-idx": 0, "vring-used": 0, "used-idx": 0, "shadow-avail-idx": 0, "vring-num": 256}"#;
+
+/// A fake QMP server on a Unix socket in a tempdir: sends `greeting` (if any, as is), then for
+/// each command it reads answers with the next of `replies` (`{id}` is replaced by the
+/// command's id; a reply ending in NUL is the last, and the server hangs up after it).
+/// Returns the socket path, the tempdir and the thread, which yields the
+/// commands it saw.
+pub fn qmp_server(
+    greeting: Option<&str>,
+    replies: Vec<String>,
+) -> (
+    PathBuf,
+    tempfile::TempDir,
+    std::thread::JoinHandle<Vec<Value>>,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qmp.sock");
+    let listener = UnixListener::bind(&path).unwrap();
+    let greeting = greeting.map(str::to_string);
+    let t = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        if let Some(g) = greeting {
+            s.write_all(g.as_bytes()).unwrap();
+        }
+        let mut r = BufReader::new(s.try_clone().unwrap());
+        for reply in replies {
+            let mut line = String::new();
+            if r.read_line(&mut line).unwrap() == 0 {
+                break;
+            }
+            let cmd: Value = serde_json::from_str(&line).unwrap();
+            let id = cmd["id"].to_string();
+            seen.push(cmd);
+            // A reply ending in NUL: write the rest and hang up.
+            let (text, hang_up) = match reply.strip_suffix('\0') {
+                Some(t) => (t, true),
+                None => (reply.as_str(), false),
+            };
+            if s.write_all(text.replace("{id}", &id).as_bytes()).is_err() || hang_up {
+                return seen;
+            }
+        }
+        // Hold the connection until the client hangs up.
+        let mut rest = Vec::new();
+        let _ = r.read_to_end(&mut rest);
+        seen
+    });
+    (path, dir, t)
+}
+
+pub fn greeting() -> String {
+    format!("{GREETING}\r\n")
+}
+
+pub fn ret(v: &str) -> String {
+    format!("{{\"return\": {v}, \"id\": {{id}}}}\r\n")
 }

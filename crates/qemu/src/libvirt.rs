@@ -24,7 +24,57 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::qmp::{answer, Monitor, QemuVersion, QmpError, QmpErrorKind};
+use crate::qmp::{answer, Monitor, QemuVersion, QmpError, QmpErrorKind};
+
+/// What went wrong asking libvirt, with the connection (URI) it went wrong on.
+#[derive(Debug, thiserror::Error)]
+#[error("libvirt {uri}: {kind}")]
+pub struct VirshError {
+    pub uri: String,
+    pub kind: VirshErrorKind,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum VirshErrorKind {
+    /// virsh could not be started.
+    #[error("cannot run {}: {error}", program.display())]
+    Spawn {
+        program: PathBuf,
+        error: std::io::Error,
+    },
+    /// The pipe for virsh's output, or the thread reading it, could not be made.
+    #[error("a pipe for virsh: {0}")]
+    Pipe(std::io::Error),
+    /// An argument holds a line break, which would end the command early.
+    #[error("{0:?}: a line break cannot be sent to virsh")]
+    LineBreak(String),
+    /// The command could not be written to virsh.
+    #[error("virsh: {0}")]
+    Send(std::io::Error),
+    /// No end of `command`'s output within `after` (the session is killed).
+    #[error("virsh {command}: no answer in {after:?} (libvirtd busy or stuck?)")]
+    Timeout { command: String, after: Duration },
+    /// virsh ended while we waited; the `error:` lines it printed.
+    #[error("virsh ended: {}", said.join("; "))]
+    Ended { said: Vec<String> },
+    /// The command failed: virsh's `error:` lines.
+    #[error("{}", .0.join("; "))]
+    Failed(Vec<String>),
+    /// `qemu-monitor-command` printed something that is not a JSON reply.
+    #[error("qemu-monitor-command {domain}: not JSON ({why}): {out:?}")]
+    NotJson {
+        domain: String,
+        why: String,
+        out: String,
+    },
+}
+
+impl VirshError {
+    /// Whether virsh said `text` in one of its `error:` lines (the command ran, libvirt refused).
+    pub fn said(&self, text: &str) -> bool {
+        matches!(&self.kind, VirshErrorKind::Failed(lines) if lines.iter().any(|l| l.contains(text)))
+    }
+}
 
 /// A session shared by whoever asks libvirt (discovery, each VM's monitor).
 pub type SharedVirsh = std::sync::Arc<std::sync::Mutex<Virsh>>;
@@ -62,7 +112,7 @@ impl std::fmt::Debug for Virsh {
 impl Virsh {
     /// Starts `program` (`virsh`) on `uri` and checks the connection (`uri`); every later
     /// command must finish within `timeout`.
-    pub fn start(program: &Path, uri: &str, timeout: Duration) -> Result<Virsh, String> {
+    pub fn start(program: &Path, uri: &str, timeout: Duration) -> Result<Virsh, VirshError> {
         let mut v = Virsh {
             program: program.to_path_buf(),
             uri: uri.to_string(),
@@ -70,7 +120,7 @@ impl Virsh {
             session: None,
             markers: 0,
         };
-        v.run(&["uri"]).map_err(|e| format!("libvirt {uri}: {e}"))?;
+        v.run(&["uri"])?;
         Ok(v)
     }
 
@@ -83,10 +133,18 @@ impl Virsh {
         self.session.is_some()
     }
 
-    fn spawn(&self) -> Result<Session, String> {
+    fn err(&self, kind: VirshErrorKind) -> VirshError {
+        VirshError {
+            uri: self.uri.clone(),
+            kind,
+        }
+    }
+
+    fn spawn(&self) -> Result<Session, VirshError> {
         let program = &self.program;
-        let (reader, writer) = std::io::pipe().map_err(|e| format!("a pipe for virsh: {e}"))?;
-        let writer2 = writer.try_clone().map_err(|e| e.to_string())?;
+        let pipe = |e| self.err(VirshErrorKind::Pipe(e));
+        let (reader, writer) = std::io::pipe().map_err(pipe)?;
+        let writer2 = writer.try_clone().map_err(pipe)?;
         let mut child = Command::new(program)
             .args(["-q", "-c", &self.uri])
             .stdin(Stdio::piped())
@@ -94,7 +152,12 @@ impl Virsh {
             .stderr(writer2)
             .env("LC_ALL", "C")
             .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", program.display()))?;
+            .map_err(|error| {
+                self.err(VirshErrorKind::Spawn {
+                    program: program.clone(),
+                    error,
+                })
+            })?;
         let stdin = child.stdin.take().expect("stdin is piped");
         let (tx, out) = std::sync::mpsc::channel();
         // The one reader of the pipe. It ends when virsh does (its end of the pipe closes).
@@ -115,16 +178,16 @@ impl Virsh {
             out,
             pending: Vec::new(),
         };
-        reading.map_err(|e| e.to_string())?; // (the session's drop kills the virsh)
+        reading.map_err(pipe)?; // (the session's drop kills the virsh)
         Ok(session)
     }
 
     /// Runs one virsh command; its output, or its `error:` lines.
-    pub fn run(&mut self, args: &[&str]) -> Result<String, String> {
+    pub fn run(&mut self, args: &[&str]) -> Result<String, VirshError> {
         let mut line = String::new();
         for a in args {
             if a.contains(['\n', '\r', '\0']) {
-                return Err(format!("{a:?}: a line break cannot be sent to virsh"));
+                return Err(self.err(VirshErrorKind::LineBreak(a.to_string())));
             }
             line.push('\'');
             line.push_str(&a.replace('\'', r"'\''"));
@@ -141,7 +204,7 @@ impl Virsh {
         let s = self.session.as_mut().expect("just made");
         if let Err(e) = s.stdin.write_all(sent.as_bytes()) {
             self.session = None;
-            return Err(format!("virsh: {e}"));
+            return Err(self.err(VirshErrorKind::Send(e)));
         }
         let deadline = Instant::now() + self.timeout;
         let text = loop {
@@ -155,16 +218,15 @@ impl Virsh {
                 Ok(chunk) => s.pending.extend_from_slice(&chunk),
                 Err(RecvTimeoutError::Timeout) => {
                     self.session = None;
-                    return Err(format!(
-                        "virsh {}: no answer in {:?} (libvirtd busy or stuck?)",
-                        args.join(" "),
-                        self.timeout
-                    ));
+                    return Err(self.err(VirshErrorKind::Timeout {
+                        command: args.join(" "),
+                        after: self.timeout,
+                    }));
                 }
                 Err(RecvTimeoutError::Disconnected) => {
                     self.session = None;
-                    let said = output_and_errors(&seen);
-                    return Err(format!("virsh ended: {}", said.1.join("; ")));
+                    let said = output_and_errors(&seen).1;
+                    return Err(self.err(VirshErrorKind::Ended { said }));
                 }
             }
         };
@@ -172,12 +234,12 @@ impl Virsh {
         if errors.is_empty() {
             Ok(output)
         } else {
-            Err(errors.join("; "))
+            Err(self.err(VirshErrorKind::Failed(errors)))
         }
     }
 
     /// The names of the running domains.
-    pub fn domains(&mut self) -> Result<Vec<String>, String> {
+    pub fn domains(&mut self) -> Result<Vec<String>, VirshError> {
         let out = self.run(&["list", "--name"])?;
         Ok(out
             .lines()
@@ -189,21 +251,26 @@ impl Virsh {
 
     /// The domain's interfaces' host-side device names (`domiflist`'s `Interface`; `-` when
     /// it has none, as a `user` network: left out).
-    pub fn taps(&mut self, domain: &str) -> Result<Vec<String>, String> {
+    pub fn taps(&mut self, domain: &str) -> Result<Vec<String>, VirshError> {
         let out = self.run(&["domiflist", domain])?;
         Ok(parse_domiflist(&out))
     }
 
     /// One QMP command through libvirt; the whole reply (`return` or `error`).
-    pub fn monitor(&mut self, domain: &str, command: &Value) -> Result<Value, String> {
+    pub fn monitor(&mut self, domain: &str, command: &Value) -> Result<Value, VirshError> {
         let out = self.run(&[
             "qemu-monitor-command",
             domain,
             "--cmd",
             &command.to_string(),
         ])?;
-        serde_json::from_str(out.trim())
-            .map_err(|e| format!("qemu-monitor-command {domain}: not JSON ({e}): {out:?}"))
+        serde_json::from_str(out.trim()).map_err(|e| {
+            self.err(VirshErrorKind::NotJson {
+                domain: domain.to_string(),
+                why: e.to_string(),
+                out,
+            })
+        })
     }
 }
 
@@ -340,9 +407,16 @@ done
             .monitor("it's", &serde_json::json!({"execute": "query-status"}))
             .unwrap();
         assert_eq!(r["return"]["status"], "running");
-        assert_eq!(v.run(&["nosuch"]).unwrap_err(), "unknown command: 'nosuch'");
+        let e = v.run(&["nosuch"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "libvirt test:///fake: unknown command: 'nosuch'"
+        );
+        assert!(e.said("unknown command") && !e.said("failed to get domain"));
         assert!(v.alive());
-        assert!(v.run(&["a\nb"]).unwrap_err().contains("line break"));
+        let e = v.run(&["a\nb"]).unwrap_err();
+        assert!(matches!(e.kind, VirshErrorKind::LineBreak(_)), "{e}");
+        assert!(e.to_string().contains("line break"));
         assert_eq!(v.run(&["echo", "x y"]).unwrap(), "x y");
     }
 
@@ -350,16 +424,24 @@ done
     fn a_hung_or_ended_virsh_is_an_error_and_the_session_dead() {
         let dir = tempfile::tempdir().unwrap();
         let mut v = Virsh::start(&fake(dir.path()), "t", Duration::from_millis(300)).unwrap();
-        let e = v.run(&["hang"]).unwrap_err();
-        assert!(e.contains("no answer in 300ms"), "{e}");
+        let e = v.run(&["hang"]).unwrap_err().to_string();
+        assert!(
+            e.starts_with("libvirt t: virsh hang: no answer in 300ms"),
+            "{e}"
+        );
         assert!(!v.alive());
         // The next command starts another virsh.
         assert_eq!(v.domains().unwrap(), ["web", "db one"]);
-        assert!(v.run(&["quit"]).unwrap_err().starts_with("virsh ended"));
+        let e = v.run(&["quit"]).unwrap_err();
+        assert!(matches!(e.kind, VirshErrorKind::Ended { .. }), "{e}");
         assert!(!v.alive());
         assert_eq!(v.run(&["uri"]).unwrap().trim(), "test:///fake");
         let e = Virsh::start(Path::new("/nonexistent/virsh"), "t", Duration::from_secs(1));
-        assert!(e.unwrap_err().contains("cannot run /nonexistent/virsh"));
+        let e = e.unwrap_err();
+        assert!(matches!(e.kind, VirshErrorKind::Spawn { .. }), "{e}");
+        assert!(e
+            .to_string()
+            .starts_with("libvirt t: cannot run /nonexistent/virsh"));
     }
 
     #[test]
