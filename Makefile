@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-CARGO_TEST := cargo test --release --workspace --exclude colosched-py
+CARGO_TEST := cargo test --release --workspace
 export CARGO_TERM_PROGRESS_WHEN = never
 
 .PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static oci-image bench-agent bench-memwatch
