@@ -58,8 +58,10 @@ sysdeps:
 rust-test:
 	$(CARGO_TEST)
 
+# --durations: the CI log names the 30 slowest tests (and fixtures, e.g. a guest's boot), to see
+# where the pytest phase's time goes.
 py-test: build
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rs --durations=30
 
 lint: venv
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
