@@ -3,7 +3,7 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-CARGO_TEST := cargo test --release --workspace --exclude colosched-py
+CARGO_TEST := cargo test --release --workspace
 export CARGO_TERM_PROGRESS_WHEN = never
 
 .PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static oci-image bench-agent bench-memwatch
@@ -58,8 +58,10 @@ sysdeps:
 rust-test:
 	$(CARGO_TEST)
 
+# --durations: the CI log names the 30 slowest tests (and fixtures, e.g. a guest's boot), to see
+# where the pytest phase's time goes.
 py-test: build
-	$(VENV)/bin/pytest -q -rs
+	$(VENV)/bin/pytest -q -rs --durations=30
 
 lint: venv
 	@command -v shellcheck >/dev/null || { apt-get update -qq && apt-get install -y -qq shellcheck >/dev/null; }
