@@ -3,7 +3,9 @@ SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
-CARGO_TEST := cargo test --release --workspace
+# Every test target (unit tests, integration tests); not the examples, which lint's clippy checks
+# and bench/ builds when it runs them, nor colosched-py, which has no Rust tests (`test = false`).
+CARGO_TEST := cargo test --release --workspace --tests
 export CARGO_TERM_PROGRESS_WHEN = never
 
 .PHONY: demo test lint build venv sysdeps rust-test py-test bench clean agent-static oci-image bench-agent bench-memwatch

@@ -502,7 +502,7 @@ fn synth_rejects_bad_arguments_and_non_empty_output() {
 /// Writes the trace named by SYNTH_MACHINES / SYNTH_DAYS / SYNTH_SEED / SYNTH_PARTS into
 /// SYNTH_OUT (default: 12,500 machines × 29 days into /tmp/colosched-synth-full) and prints time
 /// and size; the output is left for inspection (delete it afterwards). For docs/trace-synth.md:
-/// `cargo test --release -p colosched-trace --test synth -- --ignored --nocapture`.
+/// `cargo test --release -p colosched-trace --test it synth:: -- --ignored --nocapture`.
 #[test]
 #[ignore = "writes the 1.8 GB full-scale trace; run by hand for bench/RESULTS.md"]
 fn synth_full_scale() {

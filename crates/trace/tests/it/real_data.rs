@@ -88,9 +88,9 @@ fn real_parts_0_and_1_and_cache() {
 }
 
 /// Release-mode timings of parts 0-9 (cold parse, then from the cache):
-/// `cargo test --release -p colosched-trace --test real_data -- --ignored --nocapture`
+/// `cargo test --release -p colosched-trace --test it real_data:: -- --ignored --nocapture`
 #[test]
-#[ignore = "timing, not a test: cargo test --release -p colosched-trace --test real_data -- --ignored --nocapture"]
+#[ignore = "timing, not a test: cargo test --release -p colosched-trace --test it real_data:: -- --ignored --nocapture"]
 fn timing_parts_0_to_9() {
     let Some(root) = shared_root() else {
         eprintln!("shared data not found: skipped");

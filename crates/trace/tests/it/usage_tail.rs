@@ -2,7 +2,7 @@
 //! rows of part 00000, split by priority band. The numbers and the finding are in
 //! docs/usage-model.md ("Upper tail: usage above request, by priority"); print them with
 //!
-//! `cargo test --release -p colosched-trace --test usage_tail -- --nocapture`
+//! `cargo test --release -p colosched-trace --test it usage_tail:: -- --nocapture`
 //!
 //! Real data: `$COLOSCHED_SHARED_DATA`, else `../shared/data` beside the repo. Without it the test
 //! fails and says which file is missing: it has nothing else to check the model against.
