@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 
-use crate::act::state::{State, StateLock};
+use crate::act::state::{under_lock, State, StateLock};
 use crate::config::{parse_policy, Config};
 use crate::daemon::Agent;
 use crate::error::Error;
@@ -330,27 +330,6 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
             run(agent)
         }
     }
-}
-
-/// `restore`'s frame, for both agents: nothing to do when the state file `path` does not exist;
-/// else `restore` runs holding its lock, so never while a live agent owns it (SIGTERM that one),
-/// and not at all if that agent put everything back while we waited.
-pub(crate) fn under_lock(
-    path: &std::path::Path,
-    restore: impl FnOnce() -> Result<i32, Error>,
-) -> Result<i32, Error> {
-    let nothing = || {
-        println!("nothing to restore: {} does not exist", path.display());
-        Ok(0)
-    };
-    if !path.exists() {
-        return nothing();
-    }
-    let _lock = StateLock::acquire(path)?;
-    if !path.exists() {
-        return nothing(); // its agent put everything back meanwhile
-    }
-    restore()
 }
 
 fn run(mut agent: Agent) -> Result<i32, Error> {

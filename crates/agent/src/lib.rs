@@ -77,6 +77,121 @@ mod rooms {
         assert!(checked >= 12, "only {checked} files checked");
     }
 
+    /// No crate's files import each other in a circle (`a` uses `b`, which uses `a`, directly
+    /// or through others): a reader can start at the bottom of any crate. A file's module is
+    /// its path (`act/state.rs` is `act/state`, `sim/mod.rs` is `sim`); `crate::` and `super::`
+    /// paths outside comments and before the file's `#[cfg(test)]` count; a module using its
+    /// parent or child (re-exports, shared items) does not.
+    #[test]
+    fn no_crate_has_an_import_circle() {
+        use std::collections::{BTreeMap, BTreeSet};
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut checked = 0;
+        for krate in std::fs::read_dir(&crates).unwrap().flatten() {
+            let src = krate.path().join("src");
+            let mut files = Vec::new();
+            let mut dirs = vec![src.clone()];
+            while let Some(d) = dirs.pop() {
+                for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+                    let p = e.path();
+                    if p.is_dir() {
+                        dirs.push(p);
+                    } else if p.extension().is_some_and(|x| x == "rs") {
+                        files.push(p);
+                    }
+                }
+            }
+            // module path -> file
+            let mut mods: BTreeMap<String, std::path::PathBuf> = BTreeMap::new();
+            for f in files {
+                let rel = f.strip_prefix(&src).unwrap().with_extension("");
+                let mut parts: Vec<String> =
+                    rel.iter().map(|p| p.to_string_lossy().into()).collect();
+                if matches!(parts.last().unwrap().as_str(), "mod" | "lib" | "main") {
+                    parts.pop();
+                }
+                mods.insert(parts.join("/"), f);
+            }
+            let parent = |m: &str| m.rsplit_once('/').map_or(String::new(), |(p, _)| p.into());
+            let related = |a: &str, b: &str| {
+                a.is_empty()
+                    || b.is_empty()
+                    || a.starts_with(&format!("{b}/"))
+                    || b.starts_with(&format!("{a}/"))
+            };
+            let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+            for (m, f) in &mods {
+                let text = std::fs::read_to_string(f).unwrap();
+                let code = text.split("#[cfg(test)]").next().unwrap();
+                let super_base = parent(m);
+                let mut out = BTreeSet::new();
+                for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                    for (kw, base) in [("crate::", String::new()), ("super::", super_base.clone())]
+                    {
+                        for rest in line.split(kw).skip(1) {
+                            let (mut cur, mut target) = (base.clone(), base.clone());
+                            for seg in rest.split("::") {
+                                let seg: String = seg
+                                    .chars()
+                                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                                    .collect();
+                                let cand = if cur.is_empty() {
+                                    seg
+                                } else {
+                                    format!("{cur}/{seg}")
+                                };
+                                if !mods.contains_key(&cand) {
+                                    break;
+                                }
+                                (cur, target) = (cand.clone(), cand);
+                            }
+                            if target != *m && !related(m, &target) {
+                                out.insert(target);
+                            }
+                        }
+                    }
+                }
+                uses.insert(m.clone(), out);
+                checked += 1;
+            }
+            // Depth-first: a module met again while still on the path closes a circle.
+            fn walk(
+                m: &str,
+                uses: &BTreeMap<String, BTreeSet<String>>,
+                path: &mut Vec<String>,
+                done: &mut BTreeSet<String>,
+            ) -> Option<Vec<String>> {
+                if let Some(i) = path.iter().position(|p| p == m) {
+                    let mut circle = path[i..].to_vec();
+                    circle.push(m.into());
+                    return Some(circle);
+                }
+                if !done.insert(m.into()) {
+                    return None;
+                }
+                path.push(m.into());
+                for next in &uses[m] {
+                    if let Some(c) = walk(next, uses, path, done) {
+                        return Some(c);
+                    }
+                }
+                path.pop();
+                None
+            }
+            let mut done = BTreeSet::new();
+            for m in uses.keys() {
+                let circle = walk(m, &uses, &mut Vec::new(), &mut done);
+                assert!(
+                    circle.is_none(),
+                    "{}: {}",
+                    krate.path().display(),
+                    circle.unwrap().join(" -> ")
+                );
+            }
+        }
+        assert!(checked > 100, "only {checked} files read");
+    }
+
     /// The plumbing crates the agents share depend on no colosched crate but core (in any
     /// section of their manifests): whichever crate uses them, no circle can form.
     #[test]

@@ -14,7 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::act::actuator::ErrorCounts;
+use crate::act::kernel::ErrorCounts;
 use crate::report::Cycle;
 use crate::sense::select::PodRef;
 use crate::sense::topology::Topology;

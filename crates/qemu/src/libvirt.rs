@@ -316,7 +316,7 @@ impl Monitor for DomainMonitor {
             .monitor(&self.domain, &msg);
         let reply = reply.map_err(|e| QmpError {
             peer: self.peer(),
-            kind: QmpErrorKind::Libvirt(e),
+            kind: QmpErrorKind::Transport(Box::new(e)),
         })?;
         answer(&self.peer(), command, reply)
     }

@@ -71,9 +71,10 @@ pub enum QmpErrorKind {
     /// QEMU's answer to `command` was not what the command returns.
     #[error("unexpected reply to {command}: {why}")]
     BadReply { command: String, why: String },
-    /// libvirt (virsh) could not pass the command on.
+    /// What carries the commands to QEMU (libvirt's virsh, for `libvirt::DomainMonitor`)
+    /// could not pass this one on.
     #[error("{0}")]
-    Libvirt(crate::libvirt::VirshError),
+    Transport(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl QmpError {

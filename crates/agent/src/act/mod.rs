@@ -2,4 +2,5 @@
 //! goes to the state file before a change, and `state` puts everything back.
 
 pub mod actuator;
+pub mod kernel;
 pub mod state;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::act::actuator::{set_affinity, ErrorCounts};
+use crate::act::kernel::{set_affinity, ErrorCounts};
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::sense::kernel::get_affinity;
@@ -293,6 +293,24 @@ impl State {
         }
         fixed
     }
+}
+
+/// `restore`'s frame, for both agents: nothing to do when the state file `path` does not exist;
+/// else `restore` runs holding its lock, so never while a live agent owns it (SIGTERM that one),
+/// and not at all if that agent put everything back while we waited.
+pub fn under_lock(path: &Path, restore: impl FnOnce() -> Result<i32>) -> Result<i32> {
+    let nothing = || {
+        println!("nothing to restore: {} does not exist", path.display());
+        Ok(0)
+    };
+    if !path.exists() {
+        return nothing();
+    }
+    let _lock = StateLock::acquire(path)?;
+    if !path.exists() {
+        return nothing(); // its agent put everything back meanwhile
+    }
+    restore()
 }
 
 /// The lock that makes one agent per state file: an flock on `<state file>.lock`, which holds

@@ -143,7 +143,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 None => HostConfig::default(),
             };
             let path = state_file.unwrap_or(c.state_file.clone());
-            crate::cli::under_lock(&path, || {
+            crate::act::state::under_lock(&path, || {
                 let state = HostState::load(&path).map_err(|e| Error::state(&path, e))?;
                 let r = state.restore(&c.proc_root);
                 for e in &r.errors {

@@ -16,6 +16,7 @@ pub mod scenario;
 pub mod sched;
 #[cfg(test)]
 mod tests;
+pub mod time;
 
 pub use engine::simulate;
 pub use model::{

@@ -3,18 +3,11 @@
 //! Work is measured in nanoseconds of computing on a core of speed 1 (the slowest class): a
 //! core of SF 1.8 does 1.8 units of work per nanosecond.
 
-/// Simulated time in nanoseconds.
-pub type Nanos = u64;
+pub use super::time::{ms, Nanos, MS};
+
 pub type CoreId = usize;
 /// A vCPU's index in `Topology::vcpus` (VM by VM, in order).
 pub type VcpuId = usize;
-
-pub const MS: Nanos = 1_000_000;
-
-/// Milliseconds (fractional allowed) to nanoseconds.
-pub fn ms(x: f64) -> Nanos {
-    (x * 1e6).round().max(0.0) as Nanos
-}
 
 /// A physical core.
 #[derive(Clone, Copy, Debug, PartialEq)]

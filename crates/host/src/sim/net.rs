@@ -36,7 +36,7 @@
 
 use std::collections::VecDeque;
 
-use super::model::{ms, Nanos, MS};
+use super::time::{ms, Nanos, MS};
 use crate::decide::diff::RingSample;
 use colosched_core::Rng;
 

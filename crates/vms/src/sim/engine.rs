@@ -12,7 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::io::{self, Demand, Limit, Stream};
-use super::policy::{placement, Placement, Queued, Window};
+use super::policy::{placement, LastMove, Placement, Queued, VmSeen, Window};
 use super::scenario::{
     job_kind, vm_id, HostGroup, Initial, InitialRule, JobKind, Rw, Scenario, Workload,
 };
@@ -129,10 +129,10 @@ enum Task {
     },
 }
 
-pub(super) struct VmState {
+struct VmState {
     id: String,
     app: usize,
-    pub(super) host: usize,
+    host: usize,
     task: Task,
     /// `other`'s current rate.
     level: f64,
@@ -183,9 +183,6 @@ struct HadoopState {
     done: usize,
     last_end: f64,
 }
-
-/// A VM's last migration: the host it left, when it ended, its SSD demand when planned.
-pub(super) type LastMove = (usize, f64, (f64, f64));
 
 struct Migration {
     vm: usize,
@@ -537,11 +534,26 @@ impl<'a> Sim<'a> {
             }
             self.ld_n += 1.0;
         }
+        let seen: Vec<VmSeen> = (self.vms.iter())
+            .map(|v| {
+                let read = if v.w_ios > 0.0 {
+                    v.w_reads / v.w_ios
+                } else {
+                    0.0
+                };
+                VmSeen {
+                    host: v.host,
+                    features: [v.w_ios / w, v.w_mb / w, read],
+                    cache_mb: match stream(s, v) {
+                        Some(st) if st.random => st.ws_mb,
+                        _ => 0.0,
+                    },
+                }
+            })
+            .collect();
         let window = Window {
-            s,
             cluster: &cluster,
-            vms: &self.vms,
-            window_s: w,
+            vms: &seen,
             end,
             idle: self.moving.is_empty() && self.queue.is_empty(),
             last: &self.last,
@@ -653,7 +665,7 @@ fn cache_share(s: &Scenario, v: &VmState) -> f64 {
 }
 
 /// What a VM's I/O does now, if anything.
-pub(super) fn stream(s: &Scenario, v: &VmState) -> Option<Stream> {
+fn stream(s: &Scenario, v: &VmState) -> Option<Stream> {
     let a = &s.apps[v.app];
     match &a.workload {
         Workload::IoBenchmark {

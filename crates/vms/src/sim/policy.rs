@@ -5,7 +5,6 @@
 //! CloudCache's cache-capacity trigger; `planner` is spec 003's detector and planner (the same
 //! code `colosched plan vms` runs).
 
-use super::engine::{stream, LastMove, VmState};
 use super::scenario::Scenario;
 use crate::decide::detect::{Change, DetectParams, Detector, PeakDemand};
 use crate::decide::model::Cluster;
@@ -19,13 +18,23 @@ pub const POLICIES: &[&str] = &["none", "random", "cloudcache", "planner"];
 /// at demand), and the move.
 pub(super) type Queued = ((f64, f64), Move);
 
+/// A VM's last migration: the host it left, when it ended, its SSD demand when planned.
+pub(super) type LastMove = (usize, f64, (f64, f64));
+
+/// What a controller measured of one VM over the window.
+pub(super) struct VmSeen {
+    pub host: usize,
+    /// The detector's features: I/Os per second, MB per second, the share of reads.
+    pub features: [f64; 3],
+    /// Its reused working set (MB) if its I/O is random, else 0: what CloudCache sizes by.
+    pub cache_mb: f64,
+}
+
 /// What a policy sees at a window's end.
 pub(super) struct Window<'a> {
-    pub s: &'a Scenario,
     /// The cluster as measured over the window.
     pub cluster: &'a Cluster,
-    pub vms: &'a [VmState],
-    pub window_s: f64,
+    pub vms: &'a [VmSeen],
     /// The window's end (s).
     pub end: u32,
     /// Nothing is moving and nothing is queued.
@@ -85,7 +94,7 @@ impl Placement for CloudCache {
         if !w.idle {
             return None;
         }
-        cloudcache_move(w.s, w.cluster, w.vms).map(|m| vec![vec![((0.0, 0.0), m)]])
+        cloudcache_move(w.cluster, w.vms).map(|m| vec![vec![((0.0, 0.0), m)]])
     }
 }
 
@@ -116,16 +125,7 @@ impl Planner {
 
 impl Placement for Planner {
     fn decide(&mut self, w: &Window, _: &mut Rng) -> Option<Vec<Vec<Queued>>> {
-        let features: Vec<[f64; 3]> = (w.vms.iter())
-            .map(|v| {
-                let read = if v.w_ios > 0.0 {
-                    v.w_reads / v.w_ios
-                } else {
-                    0.0
-                };
-                [v.w_ios / w.window_s, v.w_mb / w.window_s, read]
-            })
-            .collect();
+        let features: Vec<[f64; 3]> = w.vms.iter().map(|v| v.features).collect();
         let peak = self.peaks.window(w.cluster, self.detect.history);
         // Busy with a plan: the detector waits, so a change is seen after it.
         let change = if w.idle {
@@ -171,13 +171,8 @@ impl Placement for Planner {
 /// CloudCache's trigger (Arteaga et al., FAST '16): a host whose VMs' cache demand — their
 /// reused working sets — exceeds its SSD moves its largest demand to the host with the most
 /// room, if it fits there. IOPS and bandwidth are not looked at.
-fn cloudcache_move(s: &Scenario, cluster: &Cluster, vms: &[VmState]) -> Option<Move> {
-    let demand: Vec<f64> = (vms.iter())
-        .map(|v| match stream(s, v) {
-            Some(st) if st.random => st.ws_mb,
-            _ => 0.0,
-        })
-        .collect();
+fn cloudcache_move(cluster: &Cluster, vms: &[VmSeen]) -> Option<Move> {
+    let demand: Vec<f64> = vms.iter().map(|v| v.cache_mb).collect();
     let n = cluster.hosts.len();
     let mut on = vec![0.0; n];
     for (v, d) in vms.iter().zip(&demand) {
