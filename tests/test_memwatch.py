@@ -655,3 +655,16 @@ def test_psi_only_watch_bad_input(agent, v2group):
     # Root here lacks CAP_SYS_RESOURCE: the kernel takes only windows that are multiples of 2 s.
     assert r.returncode == 2, r
     assert "refused the trigger" in r.stderr and "2 s" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("period", [0, 0.0005, 61, float("nan")])
+def test_a_period_out_of_range_is_refused_before_the_cgroup_is_looked_at(period):
+    """The binding checks `period` (seconds, 0.001 to 60) itself; None takes the watcher's own
+    default, so the error is then about the (missing) group, not the period."""
+    from colosched import memwatch
+
+    with pytest.raises(ValueError, match="period"):
+        memwatch.Watcher("/nonexistent-colosched-cgroup", ["1G"], period=period)
+    with pytest.raises(Exception) as e:
+        memwatch.Watcher("/nonexistent-colosched-cgroup", ["1G"])
+    assert "period" not in str(e.value) and "nonexistent-colosched-cgroup" in str(e.value)

@@ -97,6 +97,8 @@ def run(
     distance at the window's end) of each run. The scenario is read and
     checked before the first run (ValueError naming the file and key)."""
     names = expand_policies(policies)
+    if not seeds:
+        raise ValueError("seeds: give at least one")
     loaded = _native.VmsScenario(str(scenario))
     frames: dict[str, list[pl.DataFrame]] = {t: [] for t in TABLES}
     total = len(names) * len(seeds)
@@ -118,7 +120,7 @@ def run(
                 }
             )
             for t in TABLES:
-                frames[t].append(tables[t].select(*keys, *tables[t].columns))
+                frames[t].append(tables[t].select(*keys, pl.all()))
             if progress:
                 progress(len(frames["runs"]), total)
     # Rust's unsigned counts as Int64 (differences of them can go below zero), its enums as text.

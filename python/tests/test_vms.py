@@ -203,3 +203,8 @@ id = "a"
 host = "h0"
 iops = 500
 """
+
+
+def test_no_seeds_is_an_error_naming_them():
+    with pytest.raises(ValueError, match="seeds"):
+        vms.run("spec003-fio-read", ["none"], seeds=[])
