@@ -99,8 +99,9 @@ impl HostScenario {
                 });
             }
             drop(tx);
-            let rx = Mutex::new(rx); // Sync, so that the GIL-free wait can borrow it
-                                     // Stops the workers when a callback raises (Ctrl-C included).
+            // In a Mutex: Sync, so that the wait without the GIL can borrow it.
+            let rx = Mutex::new(rx);
+            // Ctrl-C or a callback that raises ends the wait and stops the workers.
             let mut wait = || -> PyResult<()> {
                 for done in 1..=jobs.len() {
                     let Ok((i, r)) =
@@ -109,6 +110,7 @@ impl HostScenario {
                         break;
                     };
                     results[i] = Some(r);
+                    py.check_signals()?;
                     if let Some(cb) = &progress {
                         cb.call1((done, jobs.len()))?;
                     }
