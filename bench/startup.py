@@ -7,8 +7,8 @@ N times (default 7) after one warm-up, as `python -m colosched.cli` with this ch
 first on PYTHONPATH. With `--before DIR` (the python/ directory of another checkout, e.g. a
 `git worktree` of an older commit) the same commands from DIR run in turn with these, A B A B, so
 both see the same machine. Prints a Markdown table: the median (min–max) wall and CPU seconds of
-the process, and for `sim host` the seconds it spent simulating (meta.json's wall_s) - the rest is
-start-up, imports and writing.
+the process, and for `sim host` the seconds each spent simulating (meta.json's wall_s) - the rest
+is start-up, imports and writing.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def main() -> None:
     header = ["command"]
     for label in trees:
         header += [f"{label}wall s", f"{label}CPU s"]
-    header.append("of which simulating, s")
+    header += [f"{label}of which simulating, s" for label in trees]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name, args in COMMANDS.items():
@@ -85,8 +85,9 @@ def main() -> None:
             row = [name]
             for runs in times.values():
                 row += [spread([w for w, _, _ in runs]), spread([c for _, c, _ in runs])]
-            simulated = [s for s in [s for _, _, s in times[""]] if s is not None]
-            row.append(spread(simulated) if simulated else "")
+            for runs in times.values():
+                simulated = [s for _, _, s in runs if s is not None]
+                row.append(spread(simulated) if simulated else "")
             rows.append(row)
     table("Start-up of short commands, whole processes: median (min–max)", header, rows)
 

@@ -58,16 +58,12 @@ def run(
     names = expand_schedulers(schedulers)
     loaded = _native.HostScenario(str(scenario))  # read and checked once, run many times
     loaded.check(names)
+    jobs = [(name, int(seed)) for name in names for seed in seeds]
     runs, vms = [], []
-    total = len(names) * len(seeds)
-    for name in names:
-        for seed in seeds:
-            r = loaded.run(name, int(seed))
-            for v in r.pop("vms"):
-                vms.append({"scenario": r["scenario"], "scheduler": name, "seed": seed, **v})
-            runs.append(r)
-            if progress:
-                progress(len(runs), total)
+    for (name, seed), r in zip(jobs, loaded.run_all(jobs, progress)):
+        for v in r.pop("vms"):
+            vms.append({"scenario": r["scenario"], "scheduler": name, "seed": seed, **v})
+        runs.append(r)
     vms = pl.DataFrame(vms, infer_schema_length=None).with_columns(cs.float().fill_nan(None))
     return _keys_first(pl.DataFrame(runs), ["scenario", "scheduler", "seed"]), _keys_first(
         vms, ["scenario", "scheduler", "seed", "vm", "vcpus", "workload"]

@@ -146,6 +146,230 @@ const MIGRATABLE_CPU: [(&str, MigratableCpu); 2] = [
     ("request", MigratableCpu::Request),
 ];
 
+/// What a parameter takes, for a front end's option (the `sim cluster` flags); `Config::set`
+/// checks the value again.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Kind {
+    Int,
+    /// An integer from 1.
+    PositiveInt,
+    Float,
+    Bool,
+    /// One of these names.
+    Choice(Vec<&'static str>),
+    /// One of these integers.
+    IntChoice(Vec<i64>),
+    /// Free text (`Config::set` parses it).
+    Text,
+}
+
+/// A parameter a front end sets by name: its key (`Config::set`), its command-line flag, what it
+/// takes and a line of help (empty: the defaults say enough).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Flag {
+    pub key: &'static str,
+    pub flag: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+fn names<T>(options: &[(&'static str, T)]) -> Kind {
+    Kind::Choice(options.iter().map(|(n, _)| *n).collect())
+}
+
+/// Every parameter the command line sets one by one, in the order `--help` lists them. The others
+/// have options of their own: profile, machines, overcommit_ratio, seed, and the migratable
+/// rule's priority and CPU figure (`--migratable code|text`).
+pub fn flags() -> Vec<Flag> {
+    use Kind::*;
+    let flag = |key, flag, kind, help| Flag {
+        key,
+        flag,
+        kind,
+        help,
+    };
+    vec![
+        flag("cell_size", "--cell-size", PositiveInt, ""),
+        flag("capacity", "--capacity", Float, "machine capacity (cap)"),
+        flag("warning_threshold", "--warning-threshold", Float, ""),
+        flag(
+            "admission",
+            "--admission",
+            names(&ADMISSION),
+            "admission load: CPU request or current CPU usage, × ratio",
+        ),
+        flag(
+            "queue",
+            "--queue",
+            names(&QUEUE),
+            "backfill: every waiting task that fits starts when one leaves",
+        ),
+        flag(
+            "runs",
+            "--runs",
+            names(&REPLAY),
+            "replayed runs: the thesis's task set, every ended run, or all",
+        ),
+        flag(
+            "usage_span_s",
+            "--usage-span-s",
+            PositiveInt,
+            "thesis task set without task_usage: SCHEDULE within this span",
+        ),
+        flag("until", "--until", names(&UNTIL), ""),
+        flag(
+            "task_start",
+            "--task-start",
+            names(&TASK_START),
+            "thesis task set: placed at the task's first event (tasks dated before the window are \
+             not replayed) or at its last run's SUBMIT",
+        ),
+        flag(
+            "duration_over",
+            "--duration-over",
+            names(&DURATION_OVER),
+            "duration: mean over completed or all started tasks",
+        ),
+        flag(
+            "usage_gaps",
+            "--usage-gaps",
+            names(&USAGE_GAPS),
+            "a task with task_usage rows, in a window without one: uses nothing, or its nearest \
+             earlier row (else the usage model)",
+        ),
+        flag(
+            "kbit_bits",
+            "--kbit-bits",
+            IntChoice(vec![1024, 1000]),
+            "bits per kbit",
+        ),
+        flag(
+            "receiver",
+            "--receiver",
+            names(&RECEIVER),
+            "coarse: each sender's receiver is the least loaded node at that moment, or the \
+             least loaded at the start of the cycle",
+        ),
+        flag(
+            "step_s",
+            "--step",
+            PositiveInt,
+            "seconds of trace time per step",
+        ),
+        flag(
+            "busy_interval",
+            "--busy-interval",
+            PositiveInt,
+            "migration every N steps with submissions",
+        ),
+        flag(
+            "idle_interval",
+            "--idle-interval",
+            PositiveInt,
+            "migration every N steps without",
+        ),
+        flag("placement", "--placement", names(&PLACEMENT), ""),
+        flag(
+            "guards",
+            "--guards",
+            names(&GUARDS),
+            "agent: wrap the policy in the node agent's guards (hysteresis, no move onto a \
+             pressured node, minimum improvement, cool-down), the same code the agent runs",
+        ),
+        flag(
+            "guard_hysteresis",
+            "--guard-hysteresis",
+            PositiveInt,
+            "looks in a row over the line",
+        ),
+        flag(
+            "guard_min_improvement",
+            "--guard-min-improvement",
+            Float,
+            "load a move must gain",
+        ),
+        flag(
+            "guard_cooldown_s",
+            "--guard-cooldown-s",
+            Int,
+            "seconds a moved task stays",
+        ),
+        flag(
+            "overload_penalty",
+            "--overload-penalty",
+            Text,
+            "per overloaded step: 'excess' (min(1, excess/cap) of the step) or a fraction",
+        ),
+        flag(
+            "penalty_max_priority",
+            "--penalty-max-priority",
+            Int,
+            "tasks up to this priority pay it",
+        ),
+        flag(
+            "send_over_warning",
+            "--send-over-warning",
+            Bool,
+            "only nodes at the warning line send",
+        ),
+        flag(
+            "cap_at_source_load",
+            "--cap-at-source-load",
+            Bool,
+            "receivers end at most at the sender's load",
+        ),
+        flag(
+            "min_profit",
+            "--min-profit",
+            Float,
+            "is_useful_migrate: moved CPU ≥ this",
+        ),
+        flag(
+            "max_profit",
+            "--max-profit",
+            Float,
+            "is_useful_migrate: moved CPU ≤ this",
+        ),
+        flag(
+            "max_profit_share",
+            "--max-profit-share",
+            Float,
+            "is_useful_migrate: ≤ this × the sender's load",
+        ),
+        flag("migratable_cpu_below", "--migratable-cpu-below", Float, ""),
+        flag(
+            "migratable_even_index",
+            "--migratable-even-index",
+            Bool,
+            "only tasks with an even task index migrate",
+        ),
+        flag(
+            "max_moves",
+            "--max-moves",
+            PositiveInt,
+            "moves per cell per cycle at most",
+        ),
+        flag(
+            "keep_series",
+            "--keep-series",
+            Bool,
+            "keep the per-step series (report plots)",
+        ),
+        flag(
+            "machine_mem_gib",
+            "--machine-mem-gib",
+            Float,
+            "GiB per unit of normalised memory (network cost)",
+        ),
+        flag(
+            "bandwidth_mbit_s",
+            "--bandwidth-mbit-s",
+            Float,
+            "migrations take bytes/bandwidth on their source's link",
+        ),
+    ]
+}
+
 fn name_of<T: PartialEq>(options: &[(&'static str, T)], value: &T) -> &'static str {
     options
         .iter()
@@ -445,6 +669,24 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_flag_names_a_listed_parameter_once() {
+        let listed: Vec<&str> = Profile::Thesis
+            .config()
+            .params()
+            .iter()
+            .map(|(k, _)| *k)
+            .collect();
+        let flags = flags();
+        for (i, f) in flags.iter().enumerate() {
+            assert!(listed.contains(&f.key), "{} is not a parameter", f.key);
+            assert!(f.flag.starts_with("--"), "{}", f.flag);
+            assert!(flags[..i]
+                .iter()
+                .all(|g| g.key != f.key && g.flag != f.flag));
+        }
+    }
 
     #[test]
     fn every_listed_parameter_can_be_set_back_to_its_value() {

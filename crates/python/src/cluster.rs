@@ -159,6 +159,28 @@ fn resolve_params<'py>(
     Ok(d)
 }
 
+/// The parameters `sim cluster` sets by flag (`params::flags`), in `--help`'s order, each as
+/// (key, flag, kind, choices, help); kind is int, positive_int, float, bool, choice, int_choice
+/// or text, and choices a list for the two choice kinds, else None.
+#[pyfunction]
+fn sim_flags<'py>(py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+    use colosched_cluster::params::Kind;
+    let out = PyList::empty(py);
+    for f in colosched_cluster::params::flags() {
+        let (kind, choices) = match f.kind {
+            Kind::Int => ("int", None),
+            Kind::PositiveInt => ("positive_int", None),
+            Kind::Float => ("float", None),
+            Kind::Bool => ("bool", None),
+            Kind::Text => ("text", None),
+            Kind::Choice(names) => ("choice", Some(names.into_pyobject(py)?.into_any())),
+            Kind::IntChoice(values) => ("int_choice", Some(values.into_pyobject(py)?.into_any())),
+        };
+        out.append((f.key, f.flag, kind, choices, f.help))?;
+    }
+    Ok(out)
+}
+
 /// Names of the profiles, the default first.
 #[pyfunction]
 fn profiles() -> Vec<&'static str> {
@@ -466,6 +488,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(policies, m)?)?;
     m.add_function(wrap_pyfunction!(check_policy, m)?)?;
     m.add_function(wrap_pyfunction!(profiles, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_flags, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_params, m)?)?;
     m.add_function(wrap_pyfunction!(simulate_jobs, m)?)?;
     m.add_function(wrap_pyfunction!(peak_cpu_request, m)?)?;

@@ -1,6 +1,9 @@
 //! The hypervisor host simulator (crate `host`): its schedulers, presets and runs.
 
-use pyo3::exceptions::PyValueError;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Mutex};
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 
 /// The host simulator's schedulers and bundled scenarios, by name.
@@ -64,14 +67,67 @@ impl HostScenario {
         Ok(())
     }
 
-    /// One run under `scheduler` (`run::RunResult`) as a dict: the run's fields and `vms`, a
-    /// list of per-VM dicts (NaN where nothing was measured). The GIL is released while it runs.
-    fn run<'py>(&self, py: Python<'py>, scheduler: &str, seed: u64) -> PyResult<Bound<'py, PyAny>> {
+    /// Runs under each (scheduler, seed) of `jobs`, one worker thread per core (a run depends
+    /// only on its scheduler and seed, so the order they run in changes nothing), and returns one
+    /// dict per job in `jobs`' order: the run's fields (`run::RunResult`) and `vms`, a list of
+    /// per-VM dicts (NaN where nothing was measured). `progress(done, total)` is called on this
+    /// thread as runs end; the GIL is released while it waits.
+    #[pyo3(signature = (jobs, progress=None))]
+    fn run_all<'py>(
+        &self,
+        py: Python<'py>,
+        jobs: Vec<(String, u64)>,
+        progress: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let s = &self.scenario;
-        let r = py
-            .detach(|| colosched_host::run::run(s, scheduler, seed))
-            .map_err(|e| PyValueError::new_err(format!("{}: {e}", self.label)))?;
-        Ok(pythonize::pythonize(py, &r)?)
+        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let next = AtomicUsize::new(0);
+        let stop = AtomicBool::new(false);
+        let mut results: Vec<Option<_>> = jobs.iter().map(|_| None).collect();
+        let (tx, rx) = mpsc::channel();
+        std::thread::scope(|scope| {
+            for _ in 0..workers.min(jobs.len()) {
+                let (tx, next, stop, jobs) = (tx.clone(), &next, &stop, &jobs);
+                scope.spawn(move || {
+                    while !stop.load(Ordering::Relaxed) {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some((name, seed)) = jobs.get(i) else {
+                            break;
+                        };
+                        let _ = tx.send((i, colosched_host::run::run(s, name, *seed)));
+                    }
+                });
+            }
+            drop(tx);
+            // In a Mutex: Sync, so that the wait without the GIL can borrow it.
+            let rx = Mutex::new(rx);
+            // Ctrl-C or a callback that raises ends the wait and stops the workers.
+            let mut wait = || -> PyResult<()> {
+                for done in 1..=jobs.len() {
+                    let Ok((i, r)) =
+                        py.detach(|| rx.lock().expect("only this thread locks it").recv())
+                    else {
+                        break;
+                    };
+                    results[i] = Some(r);
+                    py.check_signals()?;
+                    if let Some(cb) = &progress {
+                        cb.call1((done, jobs.len()))?;
+                    }
+                }
+                Ok(())
+            };
+            let waited = wait();
+            stop.store(waited.is_err(), Ordering::Relaxed);
+            waited
+        })?;
+        let mut out = Vec::new();
+        for r in results {
+            let r = r.ok_or_else(|| PyRuntimeError::new_err("a host run did not finish"))?;
+            let r = r.map_err(|e| PyValueError::new_err(format!("{}: {e}", self.label)))?;
+            out.push(pythonize::pythonize(py, &r)?);
+        }
+        Ok(out)
     }
 }
 

@@ -66,149 +66,30 @@ def migratable(text: str) -> dict[str, Any]:
     return {k: cluster.defaults(profile)[k] for k in MIGRATABLE_KEYS}
 
 
-# Simulator parameters on the command line: (flag, parameter, argparse options). Their defaults
-# come from the profile (Rust owns them); a flag given overrides the profile's value.
-SIM_PARAMS: list[tuple[str, str, dict[str, Any]]] = [
-    ("--cell-size", "cell_size", {"type": positive_int}),
-    ("--capacity", "capacity", {"type": float, "help": "machine capacity (cap)"}),
-    ("--warning-threshold", "warning_threshold", {"type": float}),
-    (
-        "--admission",
-        "admission",
-        {
-            "choices": ["request", "usage"],
-            "help": "admission load: CPU request or current CPU usage, × ratio",
-        },
-    ),
-    (
-        "--queue",
-        "queue",
-        {
-            "choices": ["backfill", "fifo"],
-            "help": "backfill: every waiting task that fits starts when one leaves",
-        },
-    ),
-    (
-        "--runs",
-        "runs",
-        {
-            "choices": ["thesis", "ended", "all"],
-            "help": "replayed runs: the thesis's task set, every ended run, or all",
-        },
-    ),
-    (
-        "--usage-span-s",
-        "usage_span_s",
-        {"type": positive_int, "help": "thesis task set without task_usage: SCHEDULE within this span"},
-    ),
-    ("--until", "until", {"choices": ["last-submit", "trace-end", "drain"]}),
-    (
-        "--task-start",
-        "task_start",
-        {
-            "choices": ["first-event", "last-submit"],
-            "help": "thesis task set: placed at the task's first event (tasks dated before the "
-            "window are not replayed) or at its last run's SUBMIT",
-        },
-    ),
-    (
-        "--duration-over",
-        "duration_over",
-        {"choices": ["completed", "started"], "help": "duration: mean over completed or all started tasks"},
-    ),
-    (
-        "--usage-gaps",
-        "usage_gaps",
-        {
-            "choices": ["zero", "fill"],
-            "help": "a task with task_usage rows, in a window without one: uses nothing, or its "
-            "nearest earlier row (else the usage model)",
-        },
-    ),
-    ("--kbit-bits", "kbit_bits", {"type": int, "choices": [1024, 1000], "help": "bits per kbit"}),
-    (
-        "--receiver",
-        "receiver",
-        {
-            "choices": ["live", "fixed"],
-            "help": "coarse: each sender's receiver is the least loaded node at that moment, or "
-            "the least loaded at the start of the cycle",
-        },
-    ),
-    ("--step", "step_s", {"type": positive_int, "help": "seconds of trace time per step"}),
-    (
-        "--busy-interval",
-        "busy_interval",
-        {"type": positive_int, "help": "migration every N steps with submissions"},
-    ),
-    ("--idle-interval", "idle_interval", {"type": positive_int, "help": "migration every N steps without"}),
-    ("--placement", "placement", {"choices": ["cells", "random", "trace"]}),
-    (
-        "--guards",
-        "guards",
-        {
-            "choices": ["none", "agent"],
-            "help": "agent: wrap the policy in the node agent's guards (hysteresis, no move onto a "
-            "pressured node, minimum improvement, cool-down), the same code the agent runs",
-        },
-    ),
-    (
-        "--guard-hysteresis",
-        "guard_hysteresis",
-        {"type": positive_int, "help": "looks in a row over the line"},
-    ),
-    ("--guard-min-improvement", "guard_min_improvement", {"type": float, "help": "load a move must gain"}),
-    ("--guard-cooldown-s", "guard_cooldown_s", {"type": int, "help": "seconds a moved task stays"}),
-    (
-        "--overload-penalty",
-        "overload_penalty",
-        {"help": "per overloaded step: 'excess' (min(1, excess/cap) of the step) or a fraction"},
-    ),
-    (
-        "--penalty-max-priority",
-        "penalty_max_priority",
-        {"type": int, "help": "tasks up to this priority pay it"},
-    ),
-    (
-        "--send-over-warning",
-        "send_over_warning",
-        {"action": argparse.BooleanOptionalAction, "help": "only nodes at the warning line send"},
-    ),
-    (
-        "--cap-at-source-load",
-        "cap_at_source_load",
-        {"action": argparse.BooleanOptionalAction, "help": "receivers end at most at the sender's load"},
-    ),
-    ("--min-profit", "min_profit", {"type": float, "help": "is_useful_migrate: moved CPU ≥ this"}),
-    ("--max-profit", "max_profit", {"type": float, "help": "is_useful_migrate: moved CPU ≤ this"}),
-    (
-        "--max-profit-share",
-        "max_profit_share",
-        {"type": float, "help": "is_useful_migrate: ≤ this × the sender's load"},
-    ),
-    ("--migratable-cpu-below", "migratable_cpu_below", {"type": float}),
-    (
-        "--migratable-even-index",
-        "migratable_even_index",
-        {"action": argparse.BooleanOptionalAction, "help": "only tasks with an even task index migrate"},
-    ),
-    ("--max-moves", "max_moves", {"type": positive_int, "help": "moves per cell per cycle at most"}),
-    (
-        "--keep-series",
-        "keep_series",
-        {"action": argparse.BooleanOptionalAction, "help": "keep the per-step series (report plots)"},
-    ),
-    (
-        "--machine-mem-gib",
-        "machine_mem_gib",
-        {"type": float, "help": "GiB per unit of normalised memory (network cost)"},
-    ),
-    (
-        "--bandwidth-mbit-s",
-        "bandwidth_mbit_s",
-        {"type": float, "help": "migrations take bytes/bandwidth on their source's link"},
-    ),
-]
+# What a kind of parameter (Rust's `params::Kind`) becomes as an argparse option.
+_KIND_OPTIONS: dict[str, dict[str, Any]] = {
+    "int": {"type": int},
+    "positive_int": {"type": positive_int},
+    "float": {"type": float},
+    "bool": {"action": argparse.BooleanOptionalAction},
+    "choice": {},
+    "int_choice": {"type": int},
+    "text": {},
+}
+
+
+def _sim_params() -> list[tuple[str, str, dict[str, Any]]]:
+    """Simulator parameters on the command line: (flag, parameter, argparse options), asked of
+    Rust, which owns their names, kinds and defaults (the profile's); a flag given overrides the
+    profile's value."""
+    params = []
+    for key, flag, kind, choices, help_text in _native.sim_flags():
+        options = {**_KIND_OPTIONS[kind], **({"choices": choices} if choices else {})}
+        params.append((flag, key, {**options, **({"help": help_text} if help_text else {})}))
+    return params
+
+
+SIM_PARAMS = _sim_params()
 
 
 def add_sweep_args(p: argparse.ArgumentParser, what: str) -> None:
