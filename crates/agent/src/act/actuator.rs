@@ -14,8 +14,8 @@ use crate::act::state::{SavedTask, State};
 use crate::decide::os::FileWrite;
 use crate::error::Result;
 use crate::sense::kernel::{boot_ticks, get_affinity};
-use crate::sense::procfs::Procfs;
 use crate::sense::select::BeTask;
+use colosched_sys::Procfs;
 
 /// A process to pin, its CPUs, and the threads of it this pass looks at.
 type Batch<'a> = (&'a BeTask, &'a CpuSet, Vec<i32>);

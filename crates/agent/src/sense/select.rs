@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use regex_lite::Regex;
 
 use crate::sense::kubernetes::{Kubepods, Qos};
-use crate::sense::procfs::{Procfs, TaskStat};
+use colosched_sys::procfs::{Procfs, TaskStat};
 
 #[derive(Default)]
 pub struct Selector {

@@ -18,8 +18,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::sense::procfs::{CpuTicks, Procfs, TaskStat};
 use crate::sense::topology::Topology;
+use colosched_sys::procfs::{CpuTicks, Procfs, TaskStat};
 
 /// `now - before` for a cumulative counter. A counter that went backwards wrapped at 32 bits
 /// (32-bit kernels export `unsigned long`) if `before` fits in 32 bits; otherwise it was reset
