@@ -94,7 +94,7 @@ pub fn read_vm(proc_root: &Path, pid: i32) -> Option<Vm> {
 
 fn vm_of(proc: &Procfs, pid: i32) -> Option<Vm> {
     let comm = proc.comm(pid)?;
-    let exe = proc.exe(pid);
+    let exe = proc.exe(pid).ok();
     let exe_name = exe
         .as_deref()
         .and_then(|p| p.file_name())
@@ -103,7 +103,7 @@ fn vm_of(proc: &Procfs, pid: i32) -> Option<Vm> {
         return None;
     }
     // A zombie, or a process past exit, has an empty command line.
-    let cmdline = proc.cmdline(pid)?;
+    let cmdline = proc.cmdline(pid).ok()?;
     let args = split_cmdline(&cmdline);
     if args.is_empty() {
         return None;
@@ -132,8 +132,8 @@ fn vm_of(proc: &Procfs, pid: i32) -> Option<Vm> {
     let qmp = parsed.qmp.map(|p| {
         if p.is_relative() {
             match proc.cwd(pid) {
-                Some(cwd) => cwd.join(p),
-                None => p,
+                Ok(cwd) => cwd.join(p),
+                Err(_) => p,
             }
         } else {
             p

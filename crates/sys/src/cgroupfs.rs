@@ -30,8 +30,7 @@ impl Cgroupfs {
 
     /// The ids listed one a line in `file`: `tasks` (v1), `cgroup.threads`, `cgroup.procs`.
     pub fn ids(&self, file: &str) -> Result<Vec<i32>> {
-        let text = self.read(file)?;
-        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        read_ids(&self.root.join(file))
     }
 
     /// The CPU list in `file`: `cpuset.cpus`, `cpuset.cpus.effective` (the same in v1 and v2).
@@ -65,6 +64,13 @@ impl Cgroupfs {
         let dir = self.root.join(controller).join(rel);
         dir.join(file).exists().then_some(dir)
     }
+}
+
+/// The ids listed one a line in the file at `path` (a group's `tasks`, `cgroup.threads` or
+/// `cgroup.procs`); lines that are not numbers are passed over.
+pub fn read_ids(path: &Path) -> Result<Vec<i32>> {
+    let text = read(path)?;
+    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
 }
 
 /// Whether `path` is a directory of a cgroup filesystem (v1 or v2).

@@ -270,18 +270,24 @@ impl Procfs {
     }
 
     /// Where `pid`'s executable is (the `exe` link).
-    pub fn exe(&self, pid: i32) -> Option<PathBuf> {
-        fs::read_link(self.root.join(format!("{pid}/exe"))).ok()
+    pub fn exe(&self, pid: i32) -> Result<PathBuf> {
+        self.link(&format!("{pid}/exe"))
     }
 
     /// `pid`'s current directory (the `cwd` link).
-    pub fn cwd(&self, pid: i32) -> Option<PathBuf> {
-        fs::read_link(self.root.join(format!("{pid}/cwd"))).ok()
+    pub fn cwd(&self, pid: i32) -> Result<PathBuf> {
+        self.link(&format!("{pid}/cwd"))
+    }
+
+    fn link(&self, rel: &str) -> Result<PathBuf> {
+        let path = self.root.join(rel);
+        fs::read_link(&path).map_err(|e| Error::io(path, e))
     }
 
     /// `pid`'s arguments, NUL-terminated, as the kernel keeps them (empty for a zombie).
-    pub fn cmdline(&self, pid: i32) -> Option<Vec<u8>> {
-        fs::read(self.root.join(format!("{pid}/cmdline"))).ok()
+    pub fn cmdline(&self, pid: i32) -> Result<Vec<u8>> {
+        let path = self.root.join(format!("{pid}/cmdline"));
+        fs::read(&path).map_err(|e| Error::io(path, e))
     }
 
     /// `pid`'s open file descriptors (empty if it is gone).
@@ -407,6 +413,11 @@ mod tests {
         fs::write(task.join("cgroup"), "0::/a\n").unwrap();
         assert_eq!(p.task_cgroup(7, 8).unwrap(), "0::/a\n");
         assert!(p.task_cgroup(7, 9).is_err());
+        let e = p.cmdline(7).unwrap_err();
+        assert_eq!(e.path(), dir.path().join("7/cmdline"));
+        assert_eq!(p.exe(7).unwrap_err().path(), dir.path().join("7/exe"));
+        std::os::unix::fs::symlink("/usr/bin/qemu-kvm", dir.path().join("7/exe")).unwrap();
+        assert_eq!(p.exe(7).unwrap(), Path::new("/usr/bin/qemu-kvm"));
     }
 
     #[test]
