@@ -301,7 +301,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
             under_lock(&path, || {
                 let state = State::load(&path)?;
                 let offline = crate::sense::topology::offline_cpus(&c.sysfs_root);
-                let procfs = crate::sense::procfs::Procfs::new(&c.procfs_root);
+                let procfs = colosched_sys::Procfs::new(&c.procfs_root);
                 let r = state.restore(&procfs, &offline);
                 r.settle(&path)?;
                 println!("{}", r.summary());

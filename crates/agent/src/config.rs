@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 use colosched_core::{GuardSettings, Order, Policy};
 
 use crate::error::{Error, Result};
-use crate::sense::cgroup::is_cgroup_dir;
 use crate::sense::kubernetes::Kubepods;
 pub use crate::sense::sensor::SensorKind;
+use colosched_sys::cgroupfs::is_cgroup_dir;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActuatorMode {

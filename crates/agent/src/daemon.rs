@@ -24,12 +24,11 @@ use crate::decide::views::{key, Key, Views};
 use crate::error::{Error, Result};
 use crate::metrics::Metrics;
 use crate::report::{self, Cycle};
-use crate::sense::cgroup::controller_dir;
 use crate::sense::kernel::clock_ticks;
-use crate::sense::procfs::Procfs;
 use crate::sense::select::{BeTask, Pods, Selector};
 use crate::sense::sensor::Sensor;
 use crate::sense::topology::Topology;
+use colosched_sys::{Cgroupfs, Procfs};
 
 pub struct Agent {
     pub cfg: Config,
@@ -121,14 +120,17 @@ impl Agent {
             }),
             pods: HashMap::new(),
         };
+        let cgroups = Cgroupfs::new(&cfg.cgroup_root);
         let cpusets = if cfg.mode == ActuatorMode::Cpuset {
             cfg.be_cgroups
                 .iter()
                 .map(|cg| {
-                    controller_dir(&cfg.cgroup_root, cg, "cpuset", "cpuset.cpus").ok_or_else(|| {
-                        let msg = "has no cpuset.cpus (and no v1 cpuset twin)";
-                        Error::config("actuator.mode", format!("{} {msg}", cg.display()))
-                    })
+                    cgroups
+                        .controller_dir(cg, "cpuset", "cpuset.cpus")
+                        .ok_or_else(|| {
+                            let msg = "has no cpuset.cpus (and no v1 cpuset twin)";
+                            Error::config("actuator.mode", format!("{} {msg}", cg.display()))
+                        })
                 })
                 .collect::<Result<_>>()?
         } else {
@@ -143,7 +145,7 @@ impl Agent {
         let acct: Vec<Option<PathBuf>> = cfg
             .be_cgroups
             .iter()
-            .map(|cg| controller_dir(&cfg.cgroup_root, cg, "cpuacct", "cpuacct.usage_percpu"))
+            .map(|cg| cgroups.controller_dir(cg, "cpuacct", "cpuacct.usage_percpu"))
             .collect();
         let thread_lists = if only_cgroups {
             (cfg.be_cgroups.iter())

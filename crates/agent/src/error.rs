@@ -27,6 +27,13 @@ pub enum Error {
     Runtime(String),
 }
 
+/// A system file the shared readers (`colosched_sys`) could not read: the same `Read` error.
+impl From<colosched_sys::Error> for Error {
+    fn from(e: colosched_sys::Error) -> Error {
+        Error::read(e.path(), e.msg())
+    }
+}
+
 impl Error {
     pub fn config(key: impl Into<String>, msg: impl ToString) -> Error {
         Error::Config {

@@ -14,6 +14,11 @@ pub struct CpuSet {
 }
 
 impl CpuSet {
+    /// The numbers in `cpus` (in any order, repeats allowed): `[0, 1, 2, 5]` → `0-2,5`.
+    pub fn from_slice(cpus: &[usize]) -> CpuSet {
+        cpus.iter().copied().collect()
+    }
+
     /// Every number from 0 to `n - 1`.
     pub fn all(n: usize) -> CpuSet {
         (0..n).collect()
@@ -187,6 +192,7 @@ mod tests {
         assert_eq!(s.words(), [1 | 1 << 63, 1, 1 << 2]);
         assert!(CpuSet::default().is_empty() && !s.is_empty());
         assert_eq!(CpuSet::all(3).iter().collect::<Vec<_>>(), [0, 1, 2]);
+        assert_eq!(CpuSet::from_slice(&[5, 0, 2, 1, 2]).to_string(), "0-2,5");
     }
 
     #[test]

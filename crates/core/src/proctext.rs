@@ -1,5 +1,80 @@
 //! Parsers of the text of per-task /proc files, shared by the node agent and the host agent:
-//! text in, fields out (the readers that open the files live with each agent).
+//! text in, fields out (the reader that opens the files is `colosched_sys::procfs::Procfs`).
+
+/// Cumulative ticks of one CPU line of /proc/stat.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuTicks {
+    pub user: u64,
+    pub nice: u64,
+    pub system: u64,
+    pub idle: u64,
+    pub iowait: u64,
+    pub irq: u64,
+    pub softirq: u64,
+    pub steal: u64,
+}
+
+impl CpuTicks {
+    /// Time the CPU ran something (the guest's own work; steal is the host's).
+    pub fn busy(&self) -> u64 {
+        self.user + self.nice + self.system + self.irq + self.softirq
+    }
+
+    /// Every tick the CPU accounted, idle and steal included.
+    pub fn total(&self) -> u64 {
+        self.busy() + self.idle + self.iowait + self.steal
+    }
+}
+
+/// Per-CPU lines of /proc/stat, as (cpu number, ticks). The aggregate `cpu` line is skipped.
+pub fn parse_stat(text: &str) -> std::result::Result<Vec<(usize, CpuTicks)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        // "cpu0 …" lines; the aggregate "cpu  …" line has no number glued to "cpu".
+        let Some(rest) = line
+            .strip_prefix("cpu")
+            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let mut fields = rest.split_ascii_whitespace();
+        let cpu: usize = fields
+            .next()
+            .and_then(|f| f.parse().ok())
+            .ok_or(format!("line {}: bad cpu number", i + 1))?;
+        let v: Vec<u64> = fields
+            .map(|f| {
+                f.parse()
+                    .map_err(|_| format!("line {}: bad number {f:?}", i + 1))
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        if v.len() < 4 {
+            return Err(format!(
+                "line {}: cpu{cpu} has {} fields, expected at least 4",
+                i + 1,
+                v.len()
+            ));
+        }
+        let at = |k: usize| v.get(k).copied().unwrap_or(0); // old kernels lack iowait..steal
+        out.push((
+            cpu,
+            CpuTicks {
+                user: at(0),
+                nice: at(1),
+                system: at(2),
+                idle: at(3),
+                iowait: at(4),
+                irq: at(5),
+                softirq: at(6),
+                steal: at(7),
+            },
+        ));
+    }
+    if out.is_empty() {
+        return Err("no per-CPU lines".into());
+    }
+    Ok(out)
+}
 
 /// The fields of /proc/<pid>/task/<tid>/stat the agents use.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -89,9 +164,52 @@ pub fn parse_schedstat(text: &str) -> std::result::Result<SchedStat, String> {
     })
 }
 
+/// The group of the v1 hierarchy that has `controller`, from the text of /proc/<pid>/cgroup
+/// (`3:cpuset,cpu:/machine/vm1`): a path relative to the hierarchy's root.
+pub fn cgroup_v1<'t>(text: &'t str, controller: &str) -> Option<&'t str> {
+    text.lines().find_map(|l| {
+        let mut parts = l.splitn(3, ':');
+        let (_, controllers, group) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == controller)
+            .then_some(group)
+    })
+}
+
+/// The cgroup2 group, from the text of /proc/<pid>/cgroup (the `0::` line): a path relative to
+/// the cgroup2 root.
+pub fn cgroup_v2(text: &str) -> Option<&str> {
+    text.lines().find_map(|l| l.strip_prefix("0::"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_lines_skip_aggregate_and_fill_old_kernels() {
+        let text =
+            "cpu  10 0 5 100 0 0 0 9 0 0\ncpu0 4 0 2 50 1 0 0 7 0 0\ncpu1 6 0 3 50\nintr 5\n";
+        let v = parse_stat(text).unwrap();
+        assert_eq!(v.len(), 2);
+        assert_eq!(v[0].0, 0);
+        assert_eq!(v[0].1.steal, 7);
+        assert_eq!(v[0].1.busy(), 6);
+        assert_eq!(v[1].1.steal, 0);
+        assert!(parse_stat("cpu0 1 2\n").unwrap_err().contains("line 1"));
+        assert!(parse_stat("cpu0 1 x 3 4\n").is_err());
+        assert!(parse_stat("intr 1\n").is_err());
+    }
+
+    #[test]
+    fn cgroup_lines_of_either_hierarchy() {
+        let text = "4:memory:/a\n3:cpuset,cpu:/machine/vm1\n0::/machine.slice/vm 1.scope\n";
+        assert_eq!(cgroup_v1(text, "cpuset"), Some("/machine/vm1"));
+        assert_eq!(cgroup_v1(text, "cpuacct"), None);
+        assert_eq!(cgroup_v2(text), Some("/machine.slice/vm 1.scope"));
+        assert_eq!(cgroup_v2("3:cpuset:/\n"), None);
+    }
 
     #[test]
     fn schedstat_parses_and_names_what_is_missing() {

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use colosched_core::cpuset::set;
 use colosched_host::act::cpuset::{attach, CpusetPool};
 
 const ROOT: &str = "/sys/fs/cgroup/cpuset";
@@ -117,8 +118,8 @@ fn main() {
     }
     let me = std::process::id();
     let pools = [
-        CpusetPool::create(root, &format!("colosched-cost-{me}-0"), "0").expect("pool 0"),
-        CpusetPool::create(root, &format!("colosched-cost-{me}-1"), "1").expect("pool 1"),
+        CpusetPool::create(root, &format!("colosched-cost-{me}-0"), &set("0")).expect("pool 0"),
+        CpusetPool::create(root, &format!("colosched-cost-{me}-1"), &set("1")).expect("pool 1"),
     ];
     let parked = Worker::start(false);
     let walker = Worker::start(true);

@@ -19,10 +19,10 @@
 //! A process that exits while it is read is skipped, never an error: every read that fails
 //! drops that one process.
 
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::opts::{opt_value, split_opts};
+use colosched_sys::Procfs;
 
 /// How QEMU runs a vCPU, from its thread's name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -71,15 +71,16 @@ impl VmFilter {
 /// filter, only those processes are read (no scan of /proc); a pid that is not a QEMU process,
 /// or is gone, is left out.
 pub fn discover(proc_root: &Path, filter: &VmFilter) -> Vec<Vm> {
+    let proc = Procfs::new(proc_root);
     let mut pids = if filter.names.is_empty() && !filter.pids.is_empty() {
         filter.pids.clone()
     } else {
-        numeric_entries(proc_root)
+        proc.pids()
     };
     pids.sort_unstable();
     pids.dedup();
     pids.into_iter()
-        .filter_map(|pid| read_vm(proc_root, pid))
+        .filter_map(|pid| vm_of(&proc, pid))
         .filter(|vm| {
             filter.is_empty() || filter.pids.contains(&vm.pid) || filter.names.contains(&vm.name)
         })
@@ -88,9 +89,12 @@ pub fn discover(proc_root: &Path, filter: &VmFilter) -> Vec<Vm> {
 
 /// One process as a VM; `None` if it is not QEMU or vanished while being read.
 pub fn read_vm(proc_root: &Path, pid: i32) -> Option<Vm> {
-    let dir = proc_root.join(pid.to_string());
-    let comm = read_trimmed(&dir.join("comm"))?;
-    let exe = fs::read_link(dir.join("exe")).ok();
+    vm_of(&Procfs::new(proc_root), pid)
+}
+
+fn vm_of(proc: &Procfs, pid: i32) -> Option<Vm> {
+    let comm = proc.comm(pid)?;
+    let exe = proc.exe(pid).ok();
     let exe_name = exe
         .as_deref()
         .and_then(|p| p.file_name())
@@ -99,20 +103,20 @@ pub fn read_vm(proc_root: &Path, pid: i32) -> Option<Vm> {
         return None;
     }
     // A zombie, or a process past exit, has an empty command line.
-    let cmdline = fs::read(dir.join("cmdline")).ok()?;
+    let cmdline = proc.cmdline(pid).ok()?;
     let args = split_cmdline(&cmdline);
     if args.is_empty() {
         return None;
     }
     let parsed = parse_args(&args);
-    let tids = numeric_entries(&dir.join("task"));
+    let tids = proc.tids(pid);
     if tids.is_empty() {
         return None; // a live process has at least its main thread
     }
     let mut vcpus: Vec<Vcpu> = tids
         .into_iter()
         .filter_map(|tid| {
-            let name = read_trimmed(&dir.join(format!("task/{tid}/comm")))?;
+            let name = proc.task_comm(pid, tid)?;
             let (index, accel) = vcpu_thread(&name)?;
             Some(Vcpu { index, tid, accel })
         })
@@ -120,14 +124,14 @@ pub fn read_vm(proc_root: &Path, pid: i32) -> Option<Vm> {
     vcpus.sort_by_key(|v| v.index);
     vcpus.dedup_by_key(|v| v.index);
     let mut taps = parsed.taps;
-    for tap in tun_fds(&dir) {
+    for tap in tun_fds(proc, pid) {
         if !taps.contains(&tap) {
             taps.push(tap);
         }
     }
     let qmp = parsed.qmp.map(|p| {
         if p.is_relative() {
-            match fs::read_link(dir.join("cwd")) {
+            match proc.cwd(pid) {
                 Ok(cwd) => cwd.join(p),
                 Err(_) => p,
             }
@@ -264,16 +268,13 @@ fn split_cmdline(bytes: &[u8]) -> Vec<String> {
 
 /// The taps behind the process's /dev/net/tun descriptors (`iff:` in their fdinfo), in
 /// descriptor order, each once (a multiqueue tap is opened once per queue).
-fn tun_fds(dir: &Path) -> Vec<String> {
+fn tun_fds(proc: &Procfs, pid: i32) -> Vec<String> {
     let mut out = Vec::new();
-    for fd in numeric_entries(&dir.join("fd")) {
-        let Ok(target) = fs::read_link(dir.join(format!("fd/{fd}"))) else {
-            continue;
-        };
-        if target != Path::new("/dev/net/tun") {
+    for fd in proc.fds(pid) {
+        if proc.fd_target(pid, fd).as_deref() != Some(Path::new("/dev/net/tun")) {
             continue;
         }
-        let Ok(info) = fs::read_to_string(dir.join(format!("fdinfo/{fd}"))) else {
+        let Some(info) = proc.fdinfo(pid, fd) else {
             continue;
         };
         if let Some(name) = info.lines().find_map(|l| l.strip_prefix("iff:")) {
@@ -286,27 +287,11 @@ fn tun_fds(dir: &Path) -> Vec<String> {
     out
 }
 
-fn read_trimmed(path: &Path) -> Option<String> {
-    let text = fs::read_to_string(path).ok()?;
-    Some(text.trim_end_matches('\n').to_string())
-}
-
-fn numeric_entries(dir: &Path) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<i32> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    out.sort_unstable();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::{Qemu, QemuOpts};
+    use std::fs;
     use std::os::unix::fs::symlink;
 
     /// A fake /proc: processes with a comm, an exe link, a command line and named threads.

@@ -1,12 +1,32 @@
 //! colosched-sys: Linux plumbing the colosched agents share (the node agent, the host agent, the
 //! memory-threshold watcher, the migration executor), none of it about one agent's job:
 //!
+//! - `procfs`: the one reader of /proc (`Procfs`, rooted at a path), for both agents and QEMU
+//!   discovery; the text is parsed by `colosched_core::proctext`;
+//! - `cgroupfs`: the one reader of cgroup files (`Cgroupfs`, rooted at a path): a group's
+//!   threads, CPUs and controllers, and where a controller's file is;
+//! - `sysfs`: a network device's counters under a sysfs root (`Sysfs`);
+//! - `kept`: one small /proc or /sys file read again and again with one `pread` (`KeptFile`);
+//! - `sched`: a thread's affinity, from `sched_getaffinity`;
+//! - `error`: the readers' error, naming the file;
 //! - `signals`: SIGTERM, SIGINT and SIGHUP caught for a loop that sleeps, which wakes at once;
 //! - `poll`: poll(2) with a `Duration` timeout, EINTR read as "none ready";
 //! - `fs`: a path's filesystem type (`statfs(2)`) and the kernel filesystems' magic numbers.
+//!
+//! It depends on no colosched crate but core.
 
+pub mod cgroupfs;
+pub mod error;
 pub mod fs;
+pub mod kept;
 pub mod poll;
+pub mod procfs;
+pub mod sched;
 pub mod signals;
+pub mod sysfs;
 
+pub use cgroupfs::Cgroupfs;
+pub use error::Error;
 pub use poll::poll;
+pub use procfs::Procfs;
+pub use sysfs::Sysfs;

@@ -14,8 +14,9 @@ use crate::act::state::{SavedTask, State};
 use crate::decide::os::FileWrite;
 use crate::error::Result;
 use crate::sense::kernel::{boot_ticks, get_affinity};
-use crate::sense::procfs::Procfs;
 use crate::sense::select::BeTask;
+use colosched_sys::cgroupfs::read_ids;
+use colosched_sys::Procfs;
 
 /// A process to pin, its CPUs, and the threads of it this pass looks at.
 type Batch<'a> = (&'a BeTask, &'a CpuSet, Vec<i32>);
@@ -169,9 +170,8 @@ impl Actuator {
             moves.iter().map(|&(t, cpus)| (t.pid, (t, cpus))).collect();
         let mut born: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
         for list in thread_lists {
-            let text = fs::read_to_string(list).unwrap_or_default();
-            let tids = text.lines().filter_map(|l| l.trim().parse::<i32>().ok());
-            for tid in tids.filter(|t| !seen.contains(t)) {
+            let tids = read_ids(list).unwrap_or_default();
+            for tid in tids.into_iter().filter(|t| !seen.contains(t)) {
                 // A process that joined the cgroup after the selectors were read is not moving.
                 if let Some(pid) = self.procfs.tgid(tid).filter(|p| by_pid.contains_key(p)) {
                     born.entry(pid).or_default().push(tid);

@@ -23,7 +23,7 @@ use crate::act::kernel::{set_affinity, ErrorCounts};
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
 use crate::sense::kernel::get_affinity;
-use crate::sense::procfs::{Procfs, PF_KTHREAD};
+use colosched_sys::procfs::{Procfs, PF_KTHREAD};
 
 /// The state file's format: 3 = per-thread start times and the tick each thread was changed.
 pub const VERSION: u32 = 3;

@@ -2,8 +2,8 @@
 //! tasks whose affinity the kernel fixes never are (nor init, nor the agent: see
 //! `sense::select::Selector::candidates`).
 
-use crate::sense::procfs::{TaskStat, PF_KTHREAD, PF_NO_SETAFFINITY};
 use crate::sense::select::BeTask;
+use colosched_sys::procfs::{TaskStat, PF_KTHREAD, PF_NO_SETAFFINITY};
 
 /// What one selection pass found, with the reasons tasks were left alone.
 #[derive(Debug, Default)]
@@ -43,8 +43,8 @@ impl Selection {
 mod tests {
     use super::*;
     use crate::fake::{self, Fake};
-    use crate::sense::procfs::Procfs;
     use crate::sense::select::Selector;
+    use colosched_sys::Procfs;
     use regex_lite::Regex;
 
     #[test]

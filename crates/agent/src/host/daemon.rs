@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use colosched_core::Rng;
-use colosched_host::act::state::{remove_pool, starttime, HostState, Restored};
+use colosched_host::act::state::{remove_pool, HostState, Restored};
 use colosched_host::act::{cgroup2, set_cpus, slice, Cgroup};
 use colosched_host::decide::diff::{
     plan_pools, pools_built, window_stats, NsvmHold, NsvmThresholds, RingSample, RingStats, VmKind,
@@ -41,6 +41,7 @@ use colosched_qemu::libvirt::find_program;
 use colosched_qemu::{
     discover, Accel, DomainMonitor, Monitor, Qmp, SharedVirsh, Vcpu, Virsh, Vm, VmFilter,
 };
+use colosched_sys::{Cgroupfs, Procfs};
 use serde_json::{json, Value};
 
 use super::config::{HostConfig, Scheduler, VmConfig};
@@ -129,7 +130,7 @@ pub struct HostAgent {
     state: HostState,
     /// The groups made, by (parent directory, pool), with their CPU lists. v1: the parent is
     /// always the root; v2: the cgroup of the threads in it.
-    groups: BTreeMap<(PathBuf, Pool), String>,
+    groups: BTreeMap<(PathBuf, Pool), CpuSet>,
     placed: BTreeMap<i32, Pool>,
     ia: Option<Ia>,
     ticks: u32,
@@ -227,12 +228,8 @@ fn track(
         };
         vm.vcpus = qmp_vcpus(m.as_mut(), &vm.vcpus).map_err(|e| Error::config(&k, e))?;
         // A QEMU of the same -name that is not the domain (or not the socket's) is not taken.
-        let task = cfg.proc_root.join(format!("{}/task", vm.pid));
-        if let Some(v) = vm
-            .vcpus
-            .iter()
-            .find(|v| !task.join(v.tid.to_string()).exists())
-        {
+        let tids = Procfs::new(&cfg.proc_root).tids(vm.pid);
+        if let Some(v) = vm.vcpus.iter().find(|v| !tids.contains(&v.tid)) {
             return Err(Error::config(
                 &k,
                 format!(
@@ -272,8 +269,8 @@ fn track(
             ),
         )
     })?;
-    let starttime = starttime(&cfg.proc_root, vm.pid, vm.pid)
-        .map_err(|e| Error::read(cfg.proc_root.join(vm.pid.to_string()), e))?;
+    let starttime = (Procfs::new(&cfg.proc_root).starttime(vm.pid, vm.pid))
+        .map_err(|e| Error::read(cfg.proc_root.join(vm.pid.to_string()), e.msg()))?;
     let weight = entry
         .and_then(|(_, c)| c.weight)
         .unwrap_or(vm.vcpus.len() as f64);
@@ -336,17 +333,13 @@ fn kind_name(k: VmKind) -> &'static str {
     }
 }
 
-fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter().copied().collect::<CpuSet>().to_string()
-}
-
 /// Which hierarchy the pools go in (`pools.cgroup`), checked on this host: v1 needs
 /// `cpuset.cpus` at `paths.cpuset_root`, v2 cpuset in `paths.cgroup2_root`'s
 /// `cgroup.controllers`; auto takes v1, else v2. `None`: auto found neither.
 fn hierarchy(cfg: &HostConfig) -> Result<Option<(Cgroup, PathBuf)>> {
     let v1 = cfg.cpuset_root.join("cpuset.cpus").exists();
     let controllers = cfg.cgroup2_root.join("cgroup.controllers");
-    let listed = std::fs::read_to_string(&controllers);
+    let listed = Cgroupfs::new(&cfg.cgroup2_root).read("cgroup.controllers");
     let v2 = listed
         .as_ref()
         .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpuset"));
@@ -364,7 +357,11 @@ fn hierarchy(cfg: &HostConfig) -> Result<Option<(Cgroup, PathBuf)>> {
         (Some(Cgroup::V2), ..) => Err(match listed {
             Err(e) => Error::config(
                 "paths.cgroup2_root",
-                format!("{}: {e} (not a cgroup2 mount)", controllers.display()),
+                format!(
+                    "{}: {} (not a cgroup2 mount)",
+                    controllers.display(),
+                    e.msg()
+                ),
             ),
             Ok(text) => Error::config(
                 "pools.cgroup",
@@ -403,7 +400,10 @@ impl HostAgent {
         if cpus.len() < 2 {
             return Err(Error::config(
                 "cpus",
-                format!("two pools need at least 2 CPUs, got {}", cpu_list(&cpus)),
+                format!(
+                    "two pools need at least 2 CPUs, got {}",
+                    CpuSet::from_slice(&cpus)
+                ),
             ));
         }
         let me = rustix::thread::gettid().as_raw_nonzero().get();
@@ -549,7 +549,10 @@ impl HostAgent {
             let old = self.vms.iter().position(|t| t.vm.pid == vm.pid);
             let same = old.filter(|&i| {
                 let t = &self.vms[i];
-                starttime(&self.cfg.proc_root, vm.pid, vm.pid).ok() == Some(t.starttime)
+                Procfs::new(&self.cfg.proc_root)
+                    .starttime(vm.pid, vm.pid)
+                    .ok()
+                    == Some(t.starttime)
                     && (t.vm.vcpus == vm.vcpus
                         || self.virsh.is_some()
                         || self.entry(&vm.name).is_some_and(|(_, c)| c.qmp.is_some()))
@@ -704,7 +707,7 @@ impl HostAgent {
             let r = t.sensor.read_cpu();
             let pid = t.vm.pid;
             if r.vcpus.iter().any(Option::is_none)
-                && starttime(&self.cfg.proc_root, pid, pid).ok() != Some(t.starttime)
+                && Procfs::new(&self.cfg.proc_root).starttime(pid, pid).ok() != Some(t.starttime)
             {
                 self.count("vm_gone");
                 dropped = true;
@@ -765,7 +768,7 @@ impl HostAgent {
             "dry_run": self.cfg.dry_run,
             "cpusets": self.cfg.cpusets,
             "cgroup": self.hierarchy.as_ref().map(|(c, _)| c.name()),
-            "cpus": cpu_list(&self.cpus),
+            "cpus": CpuSet::from_slice(&self.cpus),
             "vms": rows,
             "changes": changes,
             "errors": self.errors,
@@ -817,8 +820,8 @@ impl HostAgent {
             (false, 0) => self.release()?.threads,
             (false, _) => {
                 let groups = [
-                    (Pool::Ns, cpu_list(&self.cpus[..ns_cpus])),
-                    (Pool::Nn, cpu_list(&self.cpus[ns_cpus..])),
+                    (Pool::Ns, CpuSet::from_slice(&self.cpus[..ns_cpus])),
+                    (Pool::Nn, CpuSet::from_slice(&self.cpus[ns_cpus..])),
                 ];
                 let want = |vm: usize, _| {
                     if ns_vms.contains(&vm) {
@@ -838,9 +841,9 @@ impl HostAgent {
         };
         let pools = (ns_cpus > 0).then(|| {
             json!({
-                "nsvm": {"cpus": cpu_list(&self.cpus[..ns_cpus]), "vms": names(true),
+                "nsvm": {"cpus": CpuSet::from_slice(&self.cpus[..ns_cpus]), "vms": names(true),
                          "slice_ms": self.cfg.nsvm_slice_ms},
-                "nnvm": {"cpus": cpu_list(&self.cpus[ns_cpus..]), "vms": names(false),
+                "nnvm": {"cpus": CpuSet::from_slice(&self.cpus[ns_cpus..]), "vms": names(false),
                          "slice_ms": self.cfg.nnvm_slice_ms},
             })
         });
@@ -923,11 +926,11 @@ impl HostAgent {
             });
             row["sr_per_weight"] = json!(ia.ledger.get(vms[n].key).map(|a| a.per_weight()));
         }
-        let groups: Vec<(Pool, String)> = ia
+        let groups: Vec<(Pool, CpuSet)> = ia
             .classes
             .cpus
             .iter()
-            .map(|&c| (Pool::Cpu(c), c.to_string()))
+            .map(|&c| (Pool::Cpu(c), CpuSet::from_slice(&[c])))
             .collect();
         let pins: Vec<Vec<usize>> = (0..vms.len()).map(cpus_of).collect();
         let source = ia.classes.source.clone();
@@ -948,7 +951,7 @@ impl HostAgent {
     /// the slices change. Returns the threads changed.
     fn apply(
         &mut self,
-        groups: &[(Pool, String)],
+        groups: &[(Pool, CpuSet)],
         want: &dyn Fn(usize, usize) -> Pool,
     ) -> Result<usize> {
         let mut moves = Vec::new();
@@ -1099,9 +1102,8 @@ impl HostAgent {
 
     /// Warns (and counts `narrowed`) when v2 gave the group `dir` other CPUs than it was given.
     fn check_effective(&mut self, dir: &Path) {
-        let read =
-            |f: &str| std::fs::read_to_string(dir.join(f)).map(|t| t.trim().parse::<CpuSet>());
-        if let (Ok(Ok(asked)), Ok(Ok(got))) = (read("cpuset.cpus"), read("cpuset.cpus.effective")) {
+        let group = Cgroupfs::new(dir);
+        if let (Ok(asked), Ok(got)) = (group.cpus("cpuset.cpus"), group.effective_cpus()) {
             if asked != got {
                 tracing::warn!(
                     "{}: CPUs {asked} asked, the kernel gives {got} (those of its parent: the \

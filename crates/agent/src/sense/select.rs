@@ -5,12 +5,13 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use regex_lite::Regex;
 
 use crate::sense::kubernetes::{Kubepods, Qos};
-use crate::sense::procfs::{Procfs, TaskStat};
+use colosched_sys::cgroupfs::{read_ids, Cgroupfs};
+use colosched_sys::procfs::{Procfs, TaskStat};
 
 #[derive(Default)]
 pub struct Selector {
@@ -56,12 +57,6 @@ pub struct BeTask {
     pub threads: Option<Vec<i32>>,
 }
 
-/// The pids in the cgroup `dir`'s `cgroup.procs`.
-fn procs(dir: &Path) -> std::io::Result<Vec<i32>> {
-    let text = fs::read_to_string(dir.join("cgroup.procs"))?;
-    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-}
-
 impl Selector {
     /// The pids the selectors name, without reading anything per process: the cheap part of a
     /// cycle. Errors (a cgroup or pid file that cannot be read, a bad line) are returned beside.
@@ -89,7 +84,10 @@ impl Selector {
         let be = |q| q == Qos::BestEffort || (q == Qos::Burstable && k.burstable_be);
         for cg in cgroups.into_iter().filter(|c| be(c.qos)) {
             // The kubelet removes a pod's cgroups any time: one gone is no error.
-            for pid in procs(&cg.dir).unwrap_or_default() {
+            for pid in Cgroupfs::new(&cg.dir)
+                .ids("cgroup.procs")
+                .unwrap_or_default()
+            {
                 pids.insert(pid);
                 let (uid, container) = (cg.uid.clone(), cg.container.clone());
                 found.insert(pid, PodRef { uid, container });
@@ -123,9 +121,9 @@ impl Selector {
     fn named(&self, procfs: &Procfs, errors: &mut Vec<String>) -> BTreeSet<i32> {
         let mut pids = BTreeSet::new();
         for cg in &self.cgroups {
-            match procs(cg) {
+            match Cgroupfs::new(cg).ids("cgroup.procs") {
                 Ok(p) => pids.extend(p),
-                Err(e) => errors.push(format!("{}: {e}", cg.join("cgroup.procs").display())),
+                Err(e) => errors.push(e.to_string()),
             }
         }
         for file in &self.pid_files {
@@ -196,8 +194,7 @@ impl Selector {
         }
         let mut in_be = HashSet::new();
         for list in &lists {
-            let text = fs::read_to_string(list).unwrap_or_default();
-            in_be.extend(text.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+            in_be.extend(read_ids(list).unwrap_or_default());
         }
         let threads: u64 = tasks.iter().map(|t| t.num_threads).sum();
         if in_be.len() as u64 == threads {

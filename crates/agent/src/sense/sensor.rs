@@ -14,12 +14,12 @@
 //! - `psi`: `some avg10` of each node's LC cgroup2 `cpu.pressure`.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
-use crate::sense::procfs::{CpuTicks, Procfs, TaskStat};
 use crate::sense::topology::Topology;
+use colosched_sys::procfs::{CpuTicks, Procfs, TaskStat};
+use colosched_sys::Cgroupfs;
 
 /// `now - before` for a cumulative counter. A counter that went backwards wrapped at 32 bits
 /// (32-bit kernels export `unsigned long`) if `before` fits in 32 bits; otherwise it was reset
@@ -448,7 +448,7 @@ impl Sensor {
         let mut per_cpu: Vec<u64> = Vec::new();
         for dir in &self.cpuacct {
             let path = dir.join("cpuacct.usage_percpu");
-            let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+            let text = Cgroupfs::new(dir).read("cpuacct.usage_percpu")?;
             for (cpu, v) in text.split_whitespace().enumerate() {
                 let ns: u64 = v
                     .parse()
@@ -600,7 +600,7 @@ impl Sensor {
 /// `some avg10=` of `<cgroup>/cpu.pressure` (percent of time some task was stalled on CPU).
 pub fn read_psi_avg10(cgroup: &Path) -> Result<f64> {
     let path = cgroup.join("cpu.pressure");
-    let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
+    let text = Cgroupfs::new(cgroup).read("cpu.pressure")?;
     text.lines()
         .find(|l| l.starts_with("some "))
         .and_then(|l| l.split_whitespace().find_map(|f| f.strip_prefix("avg10=")))
@@ -613,6 +613,7 @@ mod tests {
     use super::*;
     use crate::fake;
     use crate::sense::select::Selector;
+    use std::fs;
 
     /// Per CPU (user ticks, steal ticks); idle fills up to `total` ticks per CPU.
 

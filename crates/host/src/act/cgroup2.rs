@@ -22,7 +22,9 @@
 //!
 //! A pool is only ever a group this agent created: `create` refuses a directory that exists.
 
-use super::{make_group, read, remove_group, set_cpus, write};
+use super::{make_group, remove_group, set_cpus, write, Cgroup};
+use colosched_core::cpuset::CpuSet;
+use colosched_sys::Cgroupfs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -33,10 +35,10 @@ pub struct ThreadedPool {
 }
 
 impl ThreadedPool {
-    /// Makes `parent/name`, threaded, with CPUs `cpus` (a kernel CPU list). `parent` must have
-    /// `cpuset` in its `cgroup.subtree_control` already (`enable_cpuset`). Fails if the group
-    /// exists (it is not ours) or the kernel refuses; a group half made is removed again.
-    pub fn create(parent: &Path, name: &str, cpus: &str) -> io::Result<ThreadedPool> {
+    /// Makes `parent/name`, threaded, with CPUs `cpus`. `parent` must have `cpuset` in its
+    /// `cgroup.subtree_control` already (`enable_cpuset`). Fails if the group exists (it is not
+    /// ours) or the kernel refuses; a group half made is removed again.
+    pub fn create(parent: &Path, name: &str, cpus: &CpuSet) -> io::Result<ThreadedPool> {
         let dir = make_group(parent, name, |dir| {
             write(&dir.join("cgroup.type"), "threaded")?;
             set_cpus(dir, cpus)
@@ -44,15 +46,13 @@ impl ThreadedPool {
         Ok(ThreadedPool { dir })
     }
 
-    pub fn set_cpus(&self, cpus: &str) -> io::Result<()> {
+    pub fn set_cpus(&self, cpus: &CpuSet) -> io::Result<()> {
         set_cpus(&self.dir, cpus)
     }
 
     /// The CPUs its threads may run on: `cpus`, or the parent's when those are not in it.
-    pub fn effective_cpus(&self) -> io::Result<String> {
-        Ok(read(&self.dir.join("cpuset.cpus.effective"))?
-            .trim()
-            .to_string())
+    pub fn effective_cpus(&self) -> io::Result<CpuSet> {
+        Ok(Cgroupfs::new(&self.dir).effective_cpus()?)
     }
 
     /// Moves thread `tid` (of a process in the parent's threaded domain) into the pool.
@@ -61,7 +61,7 @@ impl ThreadedPool {
     }
 
     pub fn tids(&self) -> io::Result<Vec<i32>> {
-        tids(&self.dir)
+        Cgroup::V2.tids(&self.dir)
     }
 
     /// Removes the pool (EBUSY while a thread is in it).
@@ -76,34 +76,6 @@ pub fn attach(dir: &Path, tid: i32) -> io::Result<()> {
     write(&dir.join("cgroup.threads"), &tid.to_string())
 }
 
-/// The threads in the v2 group `dir`.
-pub fn tids(dir: &Path) -> io::Result<Vec<i32>> {
-    let text = read(&dir.join("cgroup.threads"))?;
-    Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
-}
-
-/// The v2 cgroup thread `tid` of `pid` is in, from `<proc>/<pid>/task/<tid>/cgroup` (the `0::`
-/// line): a path relative to the cgroup2 root, e.g. `/` or `/machine.slice/vm1.scope`.
-pub fn group_of(proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
-    let path = proc.join(format!("{pid}/task/{tid}/cgroup"));
-    let text = read(&path)?;
-    text.lines()
-        .find_map(|l| l.strip_prefix("0::").map(str::to_string))
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!("{}: no 0:: line (is cgroup2 mounted?)", path.display()),
-            )
-        })
-}
-
-/// Whether `dir`'s `file` (`cgroup.controllers` or `cgroup.subtree_control`) lists cpuset.
-pub fn lists_cpuset(dir: &Path, file: &str) -> io::Result<bool> {
-    Ok(read(&dir.join(file))?
-        .split_whitespace()
-        .any(|c| c == "cpuset"))
-}
-
 /// The groups from `root` down to `root/group` (both included) whose `cgroup.subtree_control`
 /// lacks cpuset, root first: where `enable_cpuset` must go, in this order, before a pool can be
 /// made in `root/group`.
@@ -115,7 +87,7 @@ pub fn cpuset_missing(root: &Path, group: &str) -> io::Result<Vec<PathBuf>> {
         if let Some(p) = next {
             dir.push(p);
         }
-        if !lists_cpuset(&dir, "cgroup.subtree_control")? {
+        if !Cgroupfs::new(&dir).lists("cgroup.subtree_control", "cpuset")? {
             out.push(dir.clone());
         }
     }
@@ -146,11 +118,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            group_of(dir.path(), 7, 8).unwrap(),
+            Cgroup::V2.group_of(dir.path(), 7, 8).unwrap(),
             "/machine.slice/vm 1.scope"
         );
         fs::write(task.join("cgroup"), "3:cpuset:/\n").unwrap();
-        let err = group_of(dir.path(), 7, 8).unwrap_err();
+        let err = Cgroup::V2.group_of(dir.path(), 7, 8).unwrap_err();
         assert!(err.to_string().contains("no 0:: line"), "{err}");
     }
 

@@ -10,7 +10,9 @@
 //!
 //! A pool is only ever a group this agent created: `create` refuses a directory that exists.
 
-use super::{make_group, read, remove_group, set_cpus, write};
+use super::{make_group, remove_group, set_cpus, write, Cgroup};
+use colosched_core::cpuset::CpuSet;
+use colosched_sys::Cgroupfs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -21,19 +23,19 @@ pub struct CpusetPool {
 }
 
 impl CpusetPool {
-    /// Makes `parent/name` with CPUs `cpus` (a kernel CPU list, e.g. `0-1,4`) and the parent's
-    /// memory nodes. Fails if the group exists (it is not ours) or the kernel refuses the CPUs;
-    /// a group half made is removed again.
-    pub fn create(parent: &Path, name: &str, cpus: &str) -> io::Result<CpusetPool> {
+    /// Makes `parent/name` with CPUs `cpus` and the parent's memory nodes. Fails if the group
+    /// exists (it is not ours) or the kernel refuses the CPUs; a group half made is removed
+    /// again.
+    pub fn create(parent: &Path, name: &str, cpus: &CpuSet) -> io::Result<CpusetPool> {
         let dir = make_group(parent, name, |dir| {
-            let mems = read(&parent.join("cpuset.mems"))?;
+            let mems = Cgroupfs::new(parent).read("cpuset.mems")?;
             write(&dir.join("cpuset.mems"), mems.trim())?;
             set_cpus(dir, cpus)
         })?;
         Ok(CpusetPool { dir })
     }
 
-    pub fn set_cpus(&self, cpus: &str) -> io::Result<()> {
+    pub fn set_cpus(&self, cpus: &CpuSet) -> io::Result<()> {
         set_cpus(&self.dir, cpus)
     }
 
@@ -44,8 +46,7 @@ impl CpusetPool {
 
     /// The threads in the pool.
     pub fn tids(&self) -> io::Result<Vec<i32>> {
-        let text = read(&self.dir.join("tasks"))?;
-        Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect())
+        Cgroup::V1.tids(&self.dir)
     }
 
     /// Removes the pool. The kernel refuses while a thread is in it (EBUSY): the caller first
@@ -60,35 +61,11 @@ pub fn attach(dir: &Path, tid: i32) -> io::Result<()> {
     write(&dir.join("tasks"), &tid.to_string())
 }
 
-/// The cpuset group thread `tid` of `pid` is in, from `<proc>/<pid>/task/<tid>/cgroup` (the v1
-/// line naming `cpuset`): a path relative to the hierarchy's root, e.g. `/` or `/machine/vm1`.
-pub fn group_of(proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
-    let path = proc.join(format!("{pid}/task/{tid}/cgroup"));
-    let text = read(&path)?;
-    text.lines()
-        .find_map(|l| {
-            let mut parts = l.splitn(3, ':');
-            let (_, controllers, group) = (parts.next()?, parts.next()?, parts.next()?);
-            controllers
-                .split(',')
-                .any(|c| c == "cpuset")
-                .then(|| group.to_string())
-        })
-        .ok_or_else(|| {
-            io::Error::new(
-                io::ErrorKind::NotFound,
-                format!(
-                    "{}: no cpuset line (is cgroup v1 cpuset mounted?)",
-                    path.display()
-                ),
-            )
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::act::Parked;
+    use colosched_core::cpuset::set;
     use std::fs;
 
     const ROOT: &str = "/sys/fs/cgroup/cpuset";
@@ -109,9 +86,12 @@ mod tests {
             "4:memory:/a\n3:cpuset,cpu:/machine/vm1\n0::/\n",
         )
         .unwrap();
-        assert_eq!(group_of(dir.path(), 7, 8).unwrap(), "/machine/vm1");
+        assert_eq!(
+            Cgroup::V1.group_of(dir.path(), 7, 8).unwrap(),
+            "/machine/vm1"
+        );
         fs::write(task.join("cgroup"), "0::/\n").unwrap();
-        let err = group_of(dir.path(), 7, 8).unwrap_err();
+        let err = Cgroup::V1.group_of(dir.path(), 7, 8).unwrap_err();
         assert!(err.to_string().contains("no cpuset line"), "{err}");
     }
 
@@ -128,11 +108,11 @@ mod tests {
         let parked = Parked::new(Some(1));
         let tid = parked.tid;
         let pid = std::process::id() as i32;
-        let home = group_of(Path::new("/proc"), pid, tid).unwrap();
+        let home = Cgroup::V1.group_of(Path::new("/proc"), pid, tid).unwrap();
         let name = format!("colosched-test-{pid}-{tid}");
-        let pool = CpusetPool::create(root, &name, "0").unwrap();
+        let pool = CpusetPool::create(root, &name, &set("0")).unwrap();
         assert!(
-            CpusetPool::create(root, &name, "0").is_err(),
+            CpusetPool::create(root, &name, &set("0")).is_err(),
             "an existing group is not ours"
         );
         pool.attach(tid).unwrap();
@@ -149,7 +129,7 @@ mod tests {
     fn cpus_the_kernel_refuses_leave_no_group_behind() {
         let root = Path::new(ROOT);
         let name = format!("colosched-test-bad-{}", std::process::id());
-        let err = CpusetPool::create(root, &name, "0-4095").unwrap_err();
+        let err = CpusetPool::create(root, &name, &set("0-4095")).unwrap_err();
         assert!(err.to_string().contains("cpuset.cpus"), "{err}");
         assert!(!root.join(&name).exists());
     }

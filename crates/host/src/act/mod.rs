@@ -1,5 +1,7 @@
 //! The real host agent's writers: what it changes on a Linux/KVM host, each change put back by
-//! the caller from what it read first.
+//! the caller from what it read first. What they read back (a group's threads, a thread's
+//! group, a start time) is read by `colosched_sys::{Cgroupfs, Procfs}`; CPU lists are
+//! `CpuSet`s, written in the kernel's list format.
 
 pub mod cgroup2;
 pub mod cpuset;
@@ -9,6 +11,9 @@ pub mod state;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use colosched_core::cpuset::CpuSet;
+use colosched_core::proctext::{cgroup_v1, cgroup_v2};
+use colosched_sys::{Cgroupfs, Procfs};
 use serde::{Deserialize, Serialize};
 
 /// Which cgroup hierarchy the pools are made in; what differs between the two is here, the
@@ -32,7 +37,7 @@ impl Cgroup {
     }
 
     /// Makes the pool `parent/name` with CPUs `cpus`; refuses a group that exists.
-    pub fn create(self, parent: &Path, name: &str, cpus: &str) -> io::Result<()> {
+    pub fn create(self, parent: &Path, name: &str, cpus: &CpuSet) -> io::Result<()> {
         match self {
             Cgroup::V1 => cpuset::CpusetPool::create(parent, name, cpus).map(drop),
             Cgroup::V2 => cgroup2::ThreadedPool::create(parent, name, cpus).map(drop),
@@ -47,26 +52,45 @@ impl Cgroup {
         }
     }
 
-    /// The threads in the group `dir`.
-    pub fn tids(self, dir: &Path) -> io::Result<Vec<i32>> {
+    /// The file that lists a group's threads: `tasks` (v1), `cgroup.threads` (v2).
+    fn threads_file(self) -> &'static str {
         match self {
-            Cgroup::V1 => cpuset::CpusetPool { dir: dir.into() }.tids(),
-            Cgroup::V2 => cgroup2::tids(dir),
+            Cgroup::V1 => "tasks",
+            Cgroup::V2 => "cgroup.threads",
         }
     }
 
-    /// The group of thread `tid` of `pid`, relative to the hierarchy's root.
+    /// The threads in the group `dir`.
+    pub fn tids(self, dir: &Path) -> io::Result<Vec<i32>> {
+        Ok(Cgroupfs::new(dir).ids(self.threads_file())?)
+    }
+
+    /// The group of thread `tid` of `pid`, relative to the hierarchy's root, from
+    /// `<proc>/<pid>/task/<tid>/cgroup`: v1 the line naming `cpuset` (e.g. `/machine/vm1`), v2
+    /// the `0::` line (e.g. `/machine.slice/vm1.scope`).
     pub fn group_of(self, proc: &Path, pid: i32, tid: i32) -> io::Result<String> {
-        match self {
-            Cgroup::V1 => cpuset::group_of(proc, pid, tid),
-            Cgroup::V2 => cgroup2::group_of(proc, pid, tid),
-        }
+        let procfs = Procfs::new(proc);
+        let text = procfs.task_cgroup(pid, tid)?;
+        let (group, missing) = match self {
+            Cgroup::V1 => (
+                cgroup_v1(&text, "cpuset"),
+                "no cpuset line (is cgroup v1 cpuset mounted?)",
+            ),
+            Cgroup::V2 => (cgroup_v2(&text), "no 0:: line (is cgroup2 mounted?)"),
+        };
+        group.map(str::to_string).ok_or_else(|| {
+            let path = procfs.task_path(pid, tid, "cgroup");
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: {missing}", path.display()),
+            )
+        })
     }
 }
 
 /// A group's CPUs (`cpuset.cpus`: the same file in v1 and v2).
-pub fn set_cpus(dir: &Path, cpus: &str) -> io::Result<()> {
-    write(&dir.join("cpuset.cpus"), cpus)
+pub fn set_cpus(dir: &Path, cpus: &CpuSet) -> io::Result<()> {
+    write(&dir.join("cpuset.cpus"), &cpus.to_string())
 }
 
 /// Errors of the writers name the file.
@@ -76,10 +100,6 @@ fn named(path: &Path, e: io::Error) -> io::Error {
 
 fn write(path: &Path, text: &str) -> io::Result<()> {
     std::fs::write(path, text).map_err(|e| named(path, e))
-}
-
-fn read(path: &Path) -> io::Result<String> {
-    std::fs::read_to_string(path).map_err(|e| named(path, e))
 }
 
 /// Makes the group `parent/name` and sets it up with `setup`; a group half made is removed

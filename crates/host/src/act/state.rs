@@ -10,7 +10,7 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use colosched_core::proctext::parse_task_stat;
+use colosched_sys::Procfs;
 use serde::{Deserialize, Serialize};
 
 use super::{cgroup2, slice, Cgroup};
@@ -59,19 +59,6 @@ pub struct Restored {
     pub errors: Vec<String>,
 }
 
-/// Field 22 (start time, clock ticks since boot) of `<proc>/<pid>/task/<tid>/stat`.
-pub fn starttime(proc: &Path, pid: i32, tid: i32) -> io::Result<u64> {
-    let path = proc.join(format!("{pid}/task/{tid}/stat"));
-    let text = fs::read_to_string(&path)?;
-    let stat = parse_task_stat(&text).map_err(|e| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{}: {e}", path.display()),
-        )
-    })?;
-    Ok(stat.starttime)
-}
-
 impl HostState {
     pub fn new(cgroup: Cgroup, root: &Path) -> HostState {
         HostState {
@@ -117,7 +104,7 @@ impl HostState {
         group: bool,
         slice: Option<u64>,
     ) -> io::Result<()> {
-        let starttime = starttime(proc, pid, tid)?;
+        let starttime = Procfs::new(proc).starttime(pid, tid)?;
         let saved = self.threads.entry(tid).or_default();
         if saved.pid != pid || saved.starttime != starttime {
             *saved = SavedThread {
@@ -148,8 +135,9 @@ impl HostState {
     /// are collected, never fatal.
     pub fn restore(&self, proc: &Path) -> Restored {
         let mut r = Restored::default();
+        let procfs = Procfs::new(proc);
         for (&tid, saved) in &self.threads {
-            if starttime(proc, saved.pid, tid).ok() != Some(saved.starttime) {
+            if procfs.starttime(saved.pid, tid).ok() != Some(saved.starttime) {
                 r.gone += 1;
                 continue;
             }
@@ -209,20 +197,7 @@ pub fn remove_pool(cgroup: Cgroup, dir: &Path) -> io::Result<bool> {
 mod tests {
     use super::*;
     use crate::act::{cpuset, Parked};
-
-    #[test]
-    fn starttime_reads_past_a_comm_with_parentheses() {
-        let dir = tempfile::tempdir().unwrap();
-        let task = dir.path().join("7/task/8");
-        fs::create_dir_all(&task).unwrap();
-        let fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
-        fs::write(
-            task.join("stat"),
-            format!("8 (CPU 0/KVM) x) {}\n", fields.join(" ")),
-        )
-        .unwrap();
-        assert_eq!(starttime(dir.path(), 7, 8).unwrap(), 22);
-    }
+    use colosched_core::cpuset::set;
 
     #[test]
     fn a_recorded_thread_is_put_back_and_the_pool_removed() {
@@ -246,7 +221,8 @@ mod tests {
         let mut state = HostState::new(Cgroup::V1, root);
         state.record(proc, pid, tid, true, Some(default)).unwrap();
         let pool =
-            cpuset::CpusetPool::create(root, &format!("colosched-test-state-{tid}"), "0").unwrap();
+            cpuset::CpusetPool::create(root, &format!("colosched-test-state-{tid}"), &set("0"))
+                .unwrap();
         state.pools.push(pool.dir.clone());
         state.save(&path).unwrap();
         pool.attach(tid).unwrap();
@@ -265,7 +241,7 @@ mod tests {
             r.errors
         );
         assert!(!pool.dir.exists());
-        assert_eq!(cpuset::group_of(proc, pid, tid).unwrap(), "/");
+        assert_eq!(Cgroup::V1.group_of(proc, pid, tid).unwrap(), "/");
         assert_eq!(slice::slice_ns(tid).unwrap(), default);
         let status = fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
         assert!(status.contains("Cpus_allowed_list:\t1\n"), "{status}");

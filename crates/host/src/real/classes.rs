@@ -168,7 +168,10 @@ fn from_map(cpus: Vec<usize>, map: &ClassMap) -> Result<HostClasses, ClassError>
             return Err(error(place, "has no CPU"));
         }
         if let Some(c) = list.iter().find(|c| !cpus.contains(c)) {
-            let why = format!("CPU {c} is not usable (usable: {})", cpu_list(&cpus));
+            let why = format!(
+                "CPU {c} is not usable (usable: {})",
+                CpuSet::from_slice(&cpus)
+            );
             return Err(error(place, why));
         }
     }
@@ -189,9 +192,9 @@ fn from_map(cpus: Vec<usize>, map: &ClassMap) -> Result<HostClasses, ClassError>
     }
     let source = format!(
         "class map: fast {} (SF {}), slow {}",
-        cpu_list(&map.fast),
+        CpuSet::from_slice(&map.fast),
         map.sf_fast,
-        cpu_list(&map.slow)
+        CpuSet::from_slice(&map.slow)
     );
     Ok(two_classes(cpus, &map.fast, map.sf_fast, source))
 }
@@ -243,8 +246,8 @@ fn hybrid(sysfs: &Path, cpus: &[usize]) -> Result<Option<HostClasses>, ClassErro
     let (sf, how) = hybrid_sf(sysfs, &fast, &slow)?;
     let source = format!(
         "intel hybrid ({lists}): P-cores {}, E-cores {}, SF {sf:.3} {how}",
-        cpu_list(&fast),
-        cpu_list(&slow)
+        CpuSet::from_slice(&fast),
+        CpuSet::from_slice(&slow)
     );
     Ok(Some(two_classes(cpus.to_vec(), &fast, sf, source)))
 }
@@ -316,11 +319,6 @@ fn read_list(path: &Path) -> Result<Vec<usize>, ClassError> {
     let text = fs::read_to_string(path).map_err(|e| error(place(), e.to_string()))?;
     let set = text.parse::<CpuSet>().map_err(|why| error(place(), why))?;
     Ok(set.iter().collect())
-}
-
-/// `[0, 1, 2, 5]` → `0-2,5`.
-fn cpu_list(cpus: &[usize]) -> String {
-    cpus.iter().copied().collect::<CpuSet>().to_string()
 }
 
 #[cfg(test)]

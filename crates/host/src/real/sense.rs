@@ -12,6 +12,9 @@
 //! [`net_delta`] and [`cpu_delta`] turn two readings into one interval's counts, with counters
 //! that went back (a reset) handled.
 //!
+//! The files are `colosched_sys`'s: `Procfs::task_file` and `Sysfs::net_counter` give each as a
+//! `KeptFile`.
+//!
 //! **Cost.** 64 VMs must cost at most 5 % of one CPU. On the real /proc and /sys each file is
 //! opened once and read again with one `pread` at offset 0: opening by path each time costs
 //! about 13 times as much, and a second read to see the end of the file would make the kernel
@@ -34,18 +37,14 @@
 //! (which mounts sysfs afresh for the namespace). A tap's files may read for a moment after its
 //! QEMU is gone, until the kernel tears the namespace down.
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 
 use crate::decide::tap::{TapDelta, TapInterval};
 use colosched_core::proctext::parse_schedstat;
 use colosched_qemu::Vm;
-
-/// `PROC_SUPER_MAGIC` and `SYSFS_MAGIC` (statfs f_type).
-const PROC_SUPER_MAGIC: u64 = 0x9fa0;
-const SYSFS_MAGIC: u64 = 0x6265_6572;
+use colosched_sys::kept::KeptFile;
+use colosched_sys::{Procfs, Sysfs};
 
 /// The counters of a tap read every T_m, under the kernel's names (tx = toward the guest).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -81,71 +80,18 @@ pub struct CpuReading {
     pub vcpus: Vec<Option<VcpuTime>>,
 }
 
-/// One file read again and again.
-#[derive(Debug)]
-struct Source {
-    path: PathBuf,
-    file: Option<File>,
-    keep: bool,
-}
-
-impl Source {
-    fn new(path: PathBuf, keep: bool) -> Source {
-        Source {
-            path,
-            file: None,
-            keep,
-        }
-    }
-
-    /// The file's text (one `pread`, at most `buf.len() - 1` bytes), or `None`.
-    fn read<'b>(&mut self, buf: &'b mut [u8]) -> Option<&'b str> {
-        let n = match self.file.as_ref().map(|f| pread(f, buf)) {
-            Some(Ok(n)) => n,
-            _ => {
-                self.file = None;
-                let f = File::open(&self.path).ok()?;
-                let n = pread(&f, buf).ok()?;
-                if self.keep {
-                    self.file = Some(f);
-                }
-                n
-            }
-        };
-        if n == buf.len() {
-            return None; // longer than any counter file: not one
-        }
-        std::str::from_utf8(&buf[..n]).ok()
-    }
-}
-
-fn pread(f: &File, buf: &mut [u8]) -> std::io::Result<usize> {
-    loop {
-        match f.read_at(buf, 0) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            r => return r,
-        }
-    }
-}
-
-/// Whether files under `root` are worth keeping open: only on the real proc and sysfs, where a
-/// file of something gone fails to read (a kept file of a fake tree would read its old text).
-fn keeps_files(root: &Path, magic: u64) -> bool {
-    rustix::fs::statfs(root).is_ok_and(|s| s.f_type as u64 == magic)
-}
-
 /// The counter files of a tap, in the order read: the two of every T_m first.
 const TAP_COUNTERS: [&str; 4] = ["tx_dropped", "rx_packets", "tx_packets", "rx_dropped"];
 
 /// The first `N` counters of a tap's files; if one cannot be read, the tap is gone (or never
 /// was): none of its files is held open any longer.
-fn read_counters<const N: usize>(files: &mut [Source; 4], buf: &mut [u8]) -> Option<[u64; N]> {
+fn read_counters<const N: usize>(files: &mut [KeptFile; 4], buf: &mut [u8]) -> Option<[u64; N]> {
     let mut v = [0u64; N];
     for (x, f) in v.iter_mut().zip(files.iter_mut()) {
         match f.read(buf).and_then(|t| t.trim_end().parse().ok()) {
             Some(n) => *x = n,
             None => {
-                files.iter_mut().for_each(|f| f.file = None);
+                files.iter_mut().for_each(KeptFile::close);
                 return None;
             }
         }
@@ -158,29 +104,22 @@ fn read_counters<const N: usize>(files: &mut [Source; 4], buf: &mut [u8]) -> Opt
 #[derive(Debug)]
 pub struct VmSensor {
     /// Per tap, its counter files in `TAP_COUNTERS` order (opened when first read).
-    taps: Vec<[Source; 4]>,
-    vcpus: Vec<Source>,
+    taps: Vec<[KeptFile; 4]>,
+    vcpus: Vec<KeptFile>,
 }
 
 impl VmSensor {
     pub fn new(proc_root: &Path, sys_root: &Path, vm: &Vm) -> VmSensor {
-        let keep_sys = keeps_files(sys_root, SYSFS_MAGIC);
-        let keep_proc = keeps_files(proc_root, PROC_SUPER_MAGIC);
+        let (proc, sys) = (Procfs::new(proc_root), Sysfs::new(sys_root));
         let taps = vm
             .taps
             .iter()
-            .map(|tap| {
-                let stats = sys_root.join("class/net").join(tap).join("statistics");
-                TAP_COUNTERS.map(|c| Source::new(stats.join(c), keep_sys))
-            })
+            .map(|tap| TAP_COUNTERS.map(|c| sys.net_counter(tap, c)))
             .collect();
         let vcpus = vm
             .vcpus
             .iter()
-            .map(|v| {
-                let path = proc_root.join(format!("{}/task/{}/schedstat", vm.pid, v.tid));
-                Source::new(path, keep_proc)
-            })
+            .map(|v| proc.task_file(vm.pid, v.tid, "schedstat"))
             .collect();
         VmSensor { taps, vcpus }
     }
@@ -240,7 +179,7 @@ impl VmSensor {
     /// How many files are held open (for tests and reports).
     pub fn open_files(&self) -> usize {
         let taps = self.taps.iter().flatten();
-        taps.chain(&self.vcpus).filter(|s| s.file.is_some()).count()
+        taps.chain(&self.vcpus).filter(|s| s.is_open()).count()
     }
 }
 

@@ -45,6 +45,7 @@ use std::time::{Duration, Instant};
 
 use colosched_qemu::{Monitor, Qmp, QmpError};
 use colosched_sys::signals::Signals;
+use colosched_sys::Procfs;
 use serde::Serialize;
 use serde_json::{json, Value};
 
@@ -128,11 +129,12 @@ fn inspect(path: &Path) -> Result<(Qmp, Source), String> {
         ));
     }
     let pid = q.peer_pid().map_err(|e| e.to_string())?;
-    let proc = PathBuf::from(format!("/proc/{pid}"));
-    let cmdline = std::fs::read(proc.join("cmdline")).map_err(|e| {
+    let procfs = Procfs::new("/proc");
+    let cmdline = procfs.cmdline(pid).map_err(|e| {
         format!(
-            "{}/cmdline (the QEMU on its QMP socket): {e}",
-            proc.display()
+            "{} (the QEMU on its QMP socket): {}",
+            e.path().display(),
+            e.msg()
         )
     })?;
     let argv: Vec<String> = cmdline
@@ -140,15 +142,14 @@ fn inspect(path: &Path) -> Result<(Qmp, Source), String> {
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     let argv = argv[..argv.len().saturating_sub(1)].to_vec(); // the last NUL ends the last one
-    let link = |n: &str| std::fs::read_link(proc.join(n));
-    let exe = link("exe").map_err(|e| format!("{}/exe: {e}", proc.display()))?;
+    let exe = procfs.exe(pid).map_err(|e| e.to_string())?;
     // A binary replaced on disk (an upgrade) reads "PATH (deleted)": the new one is started.
     let exe = PathBuf::from(
         exe.to_string_lossy()
             .trim_end_matches(" (deleted)")
             .to_string(),
     );
-    let cwd = link("cwd").unwrap_or_else(|_| PathBuf::from("/"));
+    let cwd = procfs.cwd(pid).unwrap_or_else(|_| PathBuf::from("/"));
     Ok((
         q,
         Source {
@@ -336,13 +337,8 @@ impl Dest {
 }
 
 fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        // The state follows the parenthesised command name; a zombie has ended.
-        Ok(s) => s
-            .rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
-        Err(_) => false,
-    }
+    // A zombie has ended.
+    (Procfs::new("/proc").proc_stat(pid, &mut String::new())).is_some_and(|s| s.state != 'Z')
 }
 
 /// What an earlier run's destination for one move (`<vm>.<host>.pid`, `.qmp` in run_dir) is
@@ -412,7 +408,7 @@ pub struct Leftover {
 /// Whether `pid` is a live QEMU whose command line has `-pidfile PIDFILE`: one this executor
 /// started (a pid reused by another process is not).
 fn ours(pid: i32, pidfile: &Path) -> bool {
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+    let Ok(cmdline) = Procfs::new("/proc").cmdline(pid) else {
         return false;
     };
     let argv: Vec<&[u8]> = cmdline.split(|&b| b == 0).collect();

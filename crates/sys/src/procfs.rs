@@ -1,5 +1,8 @@
-//! Readers for the few /proc files the agent needs. Every reader takes the procfs root, so unit
-//! tests run against a fake tree in a tempdir (as below's `ProcReader::new_with_custom_procfs`).
+//! The reader of a procfs, rooted at a path: the node agent's and the host agent's look at
+//! processes and threads, and QEMU discovery's. Unit tests run it against a fake tree in a
+//! tempdir (as below's `ProcReader::new_with_custom_procfs`). It opens and reads; what the text
+//! means is `colosched_core::proctext`'s (pure parsers). A file that cannot be read is an
+//! [`Error`] naming it, or `None` where a task that is gone is an everyday answer.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -7,91 +10,19 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::cpuset::CpuSet;
-use crate::error::{Error, Result};
-use colosched_sys::fs::{fs_type, PROC_SUPER_MAGIC};
+use crate::error::{numeric_entries, read, Error, Result};
+use crate::fs::{fs_type, PROC_SUPER_MAGIC};
+use crate::kept::KeptFile;
+use colosched_core::cpuset::CpuSet;
 
 /// `PF_KTHREAD` in the flags field of /proc/<pid>/stat: a kernel thread.
 pub const PF_KTHREAD: u64 = 0x0020_0000;
 /// `PF_NO_SETAFFINITY`: the kernel fixed this task's affinity (per-CPU kthreads, …).
 pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
 
-/// Cumulative ticks of one CPU line of /proc/stat.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CpuTicks {
-    pub user: u64,
-    pub nice: u64,
-    pub system: u64,
-    pub idle: u64,
-    pub iowait: u64,
-    pub irq: u64,
-    pub softirq: u64,
-    pub steal: u64,
-}
-
-impl CpuTicks {
-    /// Time the CPU ran something (the guest's own work; steal is the host's).
-    pub fn busy(&self) -> u64 {
-        self.user + self.nice + self.system + self.irq + self.softirq
-    }
-
-    /// Every tick the CPU accounted, idle and steal included.
-    pub fn total(&self) -> u64 {
-        self.busy() + self.idle + self.iowait + self.steal
-    }
-}
-
-/// Per-CPU lines of /proc/stat, as (cpu number, ticks). The aggregate `cpu` line is skipped.
-pub fn parse_stat(text: &str) -> std::result::Result<Vec<(usize, CpuTicks)>, String> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        // "cpu0 …" lines; the aggregate "cpu  …" line has no number glued to "cpu".
-        let Some(rest) = line
-            .strip_prefix("cpu")
-            .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let mut fields = rest.split_ascii_whitespace();
-        let cpu: usize = fields
-            .next()
-            .and_then(|f| f.parse().ok())
-            .ok_or(format!("line {}: bad cpu number", i + 1))?;
-        let v: Vec<u64> = fields
-            .map(|f| {
-                f.parse()
-                    .map_err(|_| format!("line {}: bad number {f:?}", i + 1))
-            })
-            .collect::<std::result::Result<_, _>>()?;
-        if v.len() < 4 {
-            return Err(format!(
-                "line {}: cpu{cpu} has {} fields, expected at least 4",
-                i + 1,
-                v.len()
-            ));
-        }
-        let at = |k: usize| v.get(k).copied().unwrap_or(0); // old kernels lack iowait..steal
-        out.push((
-            cpu,
-            CpuTicks {
-                user: at(0),
-                nice: at(1),
-                system: at(2),
-                idle: at(3),
-                iowait: at(4),
-                irq: at(5),
-                softirq: at(6),
-                steal: at(7),
-            },
-        ));
-    }
-    if out.is_empty() {
-        return Err("no per-CPU lines".into());
-    }
-    Ok(out)
-}
-
-pub use colosched_core::proctext::{parse_schedstat, parse_task_stat, SchedStat, TaskStat};
+pub use colosched_core::proctext::{
+    parse_schedstat, parse_stat, parse_task_stat, CpuTicks, SchedStat, TaskStat,
+};
 
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
@@ -116,6 +47,7 @@ pub struct Procfs {
     /// Kept /proc/<pid>/task/<tid>/schedstat files of LC threads, by tid (the same budget).
     kept_sched: RefCell<HashMap<i32, fs::File>>,
     max_kept: usize,
+    procfs: bool,
     own_pids: bool,
 }
 
@@ -141,14 +73,45 @@ impl Procfs {
             kept: RefCell::new(HashMap::new()),
             kept_sched: RefCell::new(HashMap::new()),
             max_kept,
+            procfs,
             own_pids,
         }
     }
 
+    /// Whether the root is a proc filesystem (not a fake tree).
+    pub fn is_procfs(&self) -> bool {
+        self.procfs
+    }
+
+    /// `<root>/<pid>/task/<tid>/<file>`.
+    pub fn task_path(&self, pid: i32, tid: i32, file: &str) -> PathBuf {
+        self.root.join(format!("{pid}/task/{tid}/{file}"))
+    }
+
+    /// `<root>/<pid>/task/<tid>/<file>` to read again and again, kept open on a proc
+    /// filesystem (see `kept`).
+    pub fn task_file(&self, pid: i32, tid: i32, file: &str) -> KeptFile {
+        KeptFile::new(self.task_path(pid, tid, file), self.procfs)
+    }
+
+    /// The per-CPU lines of <root>/stat.
     pub fn stat(&self) -> Result<Vec<(usize, CpuTicks)>> {
         let path = self.root.join("stat");
-        let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-        parse_stat(&text).map_err(|e| Error::read(&path, e))
+        parse_stat(&read(&path)?).map_err(|e| Error::parse(&path, e))
+    }
+
+    /// Field 22 (start time, clock ticks after boot) of <root>/<pid>/task/<tid>/stat: with the
+    /// tid, who a thread is (a tid reused by another thread has another start time).
+    pub fn starttime(&self, pid: i32, tid: i32) -> Result<u64> {
+        let path = self.task_path(pid, tid, "stat");
+        let stat = parse_task_stat(&read(&path)?).map_err(|e| Error::parse(&path, e))?;
+        Ok(stat.starttime)
+    }
+
+    /// The text of <root>/<pid>/task/<tid>/cgroup: the thread's group in each hierarchy
+    /// (`colosched_core::proctext::{cgroup_v1, cgroup_v2}` read it).
+    pub fn task_cgroup(&self, pid: i32, tid: i32) -> Result<String> {
+        read(&self.task_path(pid, tid, "cgroup"))
     }
 
     /// Every numeric entry of the root: the processes.
@@ -247,7 +210,7 @@ impl Procfs {
     /// file), else `Cpus_allowed_list` of <root>/<pid>/status.
     pub fn affinity(&self, pid: i32) -> Option<CpuSet> {
         if self.own_pids {
-            return crate::sense::kernel::get_affinity(pid).ok();
+            return crate::sched::get_affinity(pid).ok();
         }
         let text = fs::read_to_string(self.root.join(format!("{pid}/status"))).ok()?;
         let list = text
@@ -296,9 +259,50 @@ impl Procfs {
         text.split_whitespace().next()?.parse().ok()
     }
 
+    /// The process's name (<root>/<pid>/comm).
     pub fn comm(&self, pid: i32) -> Option<String> {
-        let text = fs::read_to_string(self.root.join(format!("{pid}/comm"))).ok()?;
-        Some(text.trim_end_matches('\n').to_string())
+        read_trimmed(&self.root.join(format!("{pid}/comm")))
+    }
+
+    /// A thread's name (<root>/<pid>/task/<tid>/comm).
+    pub fn task_comm(&self, pid: i32, tid: i32) -> Option<String> {
+        read_trimmed(&self.task_path(pid, tid, "comm"))
+    }
+
+    /// Where `pid`'s executable is (the `exe` link).
+    pub fn exe(&self, pid: i32) -> Result<PathBuf> {
+        self.link(&format!("{pid}/exe"))
+    }
+
+    /// `pid`'s current directory (the `cwd` link).
+    pub fn cwd(&self, pid: i32) -> Result<PathBuf> {
+        self.link(&format!("{pid}/cwd"))
+    }
+
+    fn link(&self, rel: &str) -> Result<PathBuf> {
+        let path = self.root.join(rel);
+        fs::read_link(&path).map_err(|e| Error::io(path, e))
+    }
+
+    /// `pid`'s arguments, NUL-terminated, as the kernel keeps them (empty for a zombie).
+    pub fn cmdline(&self, pid: i32) -> Result<Vec<u8>> {
+        let path = self.root.join(format!("{pid}/cmdline"));
+        fs::read(&path).map_err(|e| Error::io(path, e))
+    }
+
+    /// `pid`'s open file descriptors (empty if it is gone).
+    pub fn fds(&self, pid: i32) -> Vec<i32> {
+        numeric_entries(&self.root.join(format!("{pid}/fd")))
+    }
+
+    /// What descriptor `fd` of `pid` is open on (its `fd/<fd>` link).
+    pub fn fd_target(&self, pid: i32, fd: i32) -> Option<PathBuf> {
+        fs::read_link(self.root.join(format!("{pid}/fd/{fd}"))).ok()
+    }
+
+    /// The text of `fdinfo/<fd>` of `pid`.
+    pub fn fdinfo(&self, pid: i32, fd: i32) -> Option<String> {
+        fs::read_to_string(self.root.join(format!("{pid}/fdinfo/{fd}"))).ok()
     }
 
     /// `hypervisor` among the CPU flags of /proc/cpuinfo: we run inside a VM.
@@ -360,16 +364,9 @@ fn read_line(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
     read_all(f, buf)
 }
 
-fn numeric_entries(dir: &Path) -> Vec<i32> {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut out: Vec<i32> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    out.sort_unstable();
-    out
+fn read_trimmed(path: &Path) -> Option<String> {
+    let text = fs::read_to_string(path).ok()?;
+    Some(text.trim_end_matches('\n').to_string())
 }
 
 #[cfg(test)]
@@ -392,6 +389,38 @@ mod tests {
     }
 
     #[test]
+    fn starttime_reads_past_a_comm_with_parentheses_and_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        let task = dir.path().join("7/task/8");
+        fs::create_dir_all(&task).unwrap();
+        let fields: Vec<String> = (3..=52).map(|i| i.to_string()).collect();
+        fs::write(
+            task.join("stat"),
+            format!("8 (CPU 0/KVM) x) {}\n", fields.join(" ")),
+        )
+        .unwrap();
+        assert_eq!(p.starttime(7, 8).unwrap(), 22);
+        let gone = p.starttime(7, 9).unwrap_err();
+        assert_eq!(gone.path(), dir.path().join("7/task/9/stat"));
+        assert!(matches!(gone, Error::Io { .. }));
+        fs::write(task.join("stat"), "8 (x) R 1\n").unwrap();
+        let bad = p.starttime(7, 8).unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            format!("{}: field 5 missing", task.join("stat").display())
+        );
+        fs::write(task.join("cgroup"), "0::/a\n").unwrap();
+        assert_eq!(p.task_cgroup(7, 8).unwrap(), "0::/a\n");
+        assert!(p.task_cgroup(7, 9).is_err());
+        let e = p.cmdline(7).unwrap_err();
+        assert_eq!(e.path(), dir.path().join("7/cmdline"));
+        assert_eq!(p.exe(7).unwrap_err().path(), dir.path().join("7/exe"));
+        std::os::unix::fs::symlink("/usr/bin/qemu-kvm", dir.path().join("7/exe")).unwrap();
+        assert_eq!(p.exe(7).unwrap(), Path::new("/usr/bin/qemu-kvm"));
+    }
+
+    #[test]
     fn a_thread_is_mapped_to_its_process() {
         // Our own threads, read for real: the main thread and a spawned one share our pid.
         let p = Procfs::new("/proc");
@@ -402,21 +431,6 @@ mod tests {
         assert_eq!(p.tgid(me), Some(me));
         assert_eq!(p.tgid(i32::MAX), None, "no such task");
         end();
-    }
-
-    #[test]
-    fn stat_lines_skip_aggregate_and_fill_old_kernels() {
-        let text =
-            "cpu  10 0 5 100 0 0 0 9 0 0\ncpu0 4 0 2 50 1 0 0 7 0 0\ncpu1 6 0 3 50\nintr 5\n";
-        let v = parse_stat(text).unwrap();
-        assert_eq!(v.len(), 2);
-        assert_eq!(v[0].0, 0);
-        assert_eq!(v[0].1.steal, 7);
-        assert_eq!(v[0].1.busy(), 6);
-        assert_eq!(v[1].1.steal, 0);
-        assert!(parse_stat("cpu0 1 2\n").unwrap_err().contains("line 1"));
-        assert!(parse_stat("cpu0 1 x 3 4\n").is_err());
-        assert!(parse_stat("intr 1\n").is_err());
     }
 
     #[test]
@@ -508,9 +522,11 @@ mod tests {
         let other = Procfs::new("/proc/self/..");
         other.proc_stat(me, &mut buf).unwrap();
         assert_eq!(other.kept_stat_files(), 1, "a proc filesystem keeps files");
-        let f = crate::fake::Fake::new();
-        crate::fake::process(&f.proc, me, "t", 0, 0, 1);
-        let fake = Procfs::new(&f.proc);
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join(me.to_string())).unwrap();
+        let line = fs::read_to_string(format!("/proc/{me}/stat")).unwrap();
+        fs::write(dir.path().join(format!("{me}/stat")), line).unwrap();
+        let fake = Procfs::new(dir.path());
         fake.proc_stat(me, &mut buf).unwrap();
         assert_eq!(fake.kept_stat_files(), 0, "a tempdir keeps none");
         let tids = other.tids(me);
