@@ -7,8 +7,8 @@ use crate::sim::sched::{
     Aash, Credit, CreditParams, Diff, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
     PoolScheduler,
 };
-use crate::sim::ScenarioError;
 use crate::sim::MS;
+use colosched_sys::config::ConfigError;
 use serde::Serialize;
 
 use crate::sim::{simulate, RunConfig, Scenario, Scheduler, SimResult, Topology};
@@ -81,7 +81,7 @@ pub enum RunError {
     UnknownScheduler { name: String },
     /// The scheduler cannot run this scenario (`Scenario::check_for`).
     #[error(transparent)]
-    Scenario(#[from] ScenarioError),
+    Scenario(#[from] ConfigError),
     /// The scheduler refused the host or its VMs (`ia`'s and `ia-rotate`'s mapping).
     #[error("{scheduler}: {problem}")]
     Refused {
@@ -439,7 +439,7 @@ mod tests {
         wide.vms[0].vcpus = 9;
         let e = run(&wide, "ia", 1).unwrap_err();
         assert!(
-            matches!(&e, RunError::Scenario(ScenarioError::Key { key, .. }) if key == "vms[0].vcpus")
+            matches!(&e, RunError::Scenario(ConfigError::Key { key, .. }) if key == "vms[0].vcpus")
         );
         assert!(preset("nope").is_none());
     }

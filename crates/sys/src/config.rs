@@ -18,6 +18,27 @@ pub struct TomlError {
     pub message: String,
 }
 
+/// What is wrong with a file's text: toml's refusal, or a value the caller's checks refused.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum ConfigError {
+    /// Not TOML, an unknown key, or a value of the wrong type (with its line and column).
+    #[error(transparent)]
+    Toml(#[from] TomlError),
+    /// A value out of its range, missing, or at odds with another: the key's path
+    /// (`vms[2].phase_ms`) and what is wrong.
+    #[error("{key}: {problem}")]
+    Key { key: String, problem: String },
+}
+
+impl ConfigError {
+    pub fn key(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+        ConfigError::Key {
+            key: key.into(),
+            problem: problem.into(),
+        }
+    }
+}
+
 /// A file that could not be read.
 #[derive(Debug, thiserror::Error)]
 #[error("{}: {source}", path.display())]

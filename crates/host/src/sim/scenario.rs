@@ -71,7 +71,7 @@ use serde::Deserialize;
 use super::model::{Core, Host, Vm, Workload};
 use super::net::{Network, Protocol};
 use super::sched::{DiffParams, PoolScheduler};
-use colosched_sys::config::{from_toml, read, ReadError, TomlError};
+use colosched_sys::config::{from_toml, read, ConfigError, ReadError};
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {
@@ -87,36 +87,17 @@ pub struct Scenario {
     pub diff: DiffKeys,
 }
 
-/// Why a scenario was refused.
+/// Why a scenario file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    /// Not TOML, an unknown key, or a value of the wrong type (with its line and column).
-    #[error(transparent)]
-    Toml(#[from] TomlError),
-    /// A value out of its range, missing, or at odds with another: the key's path
-    /// (`vms[2].phase_ms`) and what is wrong.
-    #[error("{key}: {problem}")]
-    Key { key: String, problem: String },
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// Any of the above in a file.
+    /// Its text, with the file's path.
     #[error("{}: {source}", path.display())]
-    File {
-        path: PathBuf,
-        source: Box<ScenarioError>,
-    },
+    File { path: PathBuf, source: ConfigError },
 }
 
-impl ScenarioError {
-    fn key(key: impl Into<String>, problem: impl Into<String>) -> ScenarioError {
-        ScenarioError::Key {
-            key: key.into(),
-            problem: problem.into(),
-        }
-    }
-}
-
-type Result<T, E = ScenarioError> = std::result::Result<T, E>;
+type Result<T, E = ConfigError> = std::result::Result<T, E>;
 
 /// The file's keys as written (numbers as f64, checked against `RANGES` afterwards).
 #[derive(Debug, Deserialize)]
@@ -328,17 +309,17 @@ impl At {
         default: Option<f64>,
     ) -> Result<f64> {
         match (value, default) {
-            (Some(x), _) if !x.is_finite() => Err(ScenarioError::key(
+            (Some(x), _) if !x.is_finite() => Err(ConfigError::key(
                 self.key(k),
                 format!("expected a number, got {x}"),
             )),
-            (Some(x), _) if !ok(x) => Err(ScenarioError::key(
+            (Some(x), _) if !ok(x) => Err(ConfigError::key(
                 self.key(k),
                 format!("must be {what}, got {x}"),
             )),
             (Some(x), _) => Ok(x),
             (None, Some(d)) => Ok(d),
-            (None, None) => Err(ScenarioError::key(self.key(k), "missing")),
+            (None, None) => Err(ConfigError::key(self.key(k), "missing")),
         }
     }
 
@@ -365,13 +346,12 @@ impl At {
 
 impl Scenario {
     /// Read and check a scenario file; errors start with the file's path.
-    pub fn load(path: &Path) -> Result<Scenario> {
-        let in_file = |e: ScenarioError| ScenarioError::File {
-            path: path.to_path_buf(),
-            source: Box::new(e),
-        };
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let text = read(path)?;
-        Scenario::parse(&text).map_err(in_file)
+        Scenario::parse(&text).map_err(|source| ScenarioError::File {
+            path: path.to_path_buf(),
+            source,
+        })
     }
 
     pub fn parse(text: &str) -> Result<Scenario> {
@@ -399,7 +379,7 @@ impl Scenario {
             let count = at.bounded("count", group.count, None)? as usize;
             let speed = at.bounded("speed", group.speed, Some(1.0))?;
             if cores.len() + count > MAX_CORES {
-                return Err(ScenarioError::key(
+                return Err(ConfigError::key(
                     "cores",
                     format!("more than {MAX_CORES} cores in all"),
                 ));
@@ -411,7 +391,7 @@ impl Scenario {
             cores.extend(std::iter::repeat_n(core, count));
         }
         if cores.iter().all(|c| c.reserved) {
-            return Err(ScenarioError::key(
+            return Err(ConfigError::key(
                 "cores",
                 "every core is reserved; guests need at least one",
             ));
@@ -420,15 +400,12 @@ impl Scenario {
         let mut vcpus = 0;
         for (i, keys) in tables("vms", file.vms)?.into_iter().enumerate() {
             if i == MAX_VMS {
-                return Err(ScenarioError::key(
-                    "vms",
-                    format!("more than {MAX_VMS} VMs"),
-                ));
+                return Err(ConfigError::key("vms", format!("more than {MAX_VMS} VMs")));
             }
             let vm = parse_vm(keys, i)?;
             vcpus += vm.vcpus;
             if vcpus > MAX_VCPUS {
-                return Err(ScenarioError::key(
+                return Err(ConfigError::key(
                     "vms",
                     format!("more than {MAX_VCPUS} vCPUs in all"),
                 ));
@@ -449,7 +426,7 @@ impl Scenario {
         };
         let events = s.events_estimate();
         if events > MAX_EVENTS {
-            return Err(ScenarioError::key(
+            return Err(ConfigError::key(
                 "horizon_ms",
                 format!(
                     "{horizon_ms} ms of this scenario calls for about {events:.1e} events, more \
@@ -489,7 +466,7 @@ impl Scenario {
         if scheduler == "ia" {
             for (i, vm) in self.vms.iter().enumerate() {
                 if vm.vcpus > usable {
-                    return Err(ScenarioError::key(
+                    return Err(ConfigError::key(
                         format!("vms[{i}].vcpus"),
                         format!(
                             "{} vCPUs but {usable} usable cores; the ia scheduler puts each \
@@ -535,11 +512,11 @@ impl Scenario {
 /// The tables of an array of tables `[[k]]`: at least one.
 fn tables<T>(k: &str, items: Option<Vec<T>>) -> Result<Vec<T>> {
     match items {
-        None => Err(ScenarioError::key(
+        None => Err(ConfigError::key(
             k,
             format!("missing (at least one [[{k}]])"),
         )),
-        Some(items) if items.is_empty() => Err(ScenarioError::key(
+        Some(items) if items.is_empty() => Err(ConfigError::key(
             k,
             format!("at least one [[{k}]] is needed"),
         )),
@@ -550,13 +527,13 @@ fn tables<T>(k: &str, items: Option<Vec<T>>) -> Result<Vec<T>> {
 fn parse_vm(vm: VmKeys, index: usize) -> Result<Vm> {
     let at = At(format!("vms[{index}]"));
     let Some(kind) = vm.workload.as_deref() else {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             at.key("workload"),
             "missing (serial, parallel or network)",
         ));
     };
     let Some(&(_, own)) = WORKLOAD_KEYS.iter().find(|(w, _)| *w == kind) else {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             at.key("workload"),
             format!("unknown workload {kind:?} (known: serial, parallel, network)"),
         ));
@@ -580,7 +557,7 @@ fn parse_vm(vm: VmKeys, index: usize) -> Result<Vm> {
         ("ping_jitter", vm.ping_jitter.is_some()),
     ];
     if let Some((k, _)) = given.iter().find(|(k, set)| *set && !own.contains(k)) {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             at.key(k),
             format!(
                 "not a key of workload {kind:?} (its keys: {})",
@@ -618,13 +595,13 @@ fn parse_network(at: &At, vm: &VmKeys) -> Result<Network> {
         Some("udp") => Protocol::Udp,
         Some("icmp") => Protocol::Icmp,
         Some(other) => {
-            return Err(ScenarioError::key(
+            return Err(ConfigError::key(
                 at.key("protocol"),
                 format!("unknown protocol {other:?} (known: tcp, udp, icmp)"),
             ))
         }
         None => {
-            return Err(ScenarioError::key(
+            return Err(ConfigError::key(
                 at.key("protocol"),
                 "missing (tcp, udp or icmp)",
             ))
@@ -633,7 +610,7 @@ fn parse_network(at: &At, vm: &VmKeys) -> Result<Network> {
     let rate_mbit_s = match protocol {
         Protocol::Udp => at.bounded("rate_mbit_s", vm.rate_mbit_s, None)?,
         _ if vm.rate_mbit_s.is_some() => {
-            return Err(ScenarioError::key(
+            return Err(ConfigError::key(
                 at.key("rate_mbit_s"),
                 "only for protocol = \"udp\" (TCP's rate comes from its window)",
             ))
@@ -655,7 +632,7 @@ fn parse_network(at: &At, vm: &VmKeys) -> Result<Network> {
             None | Some("vcpu0") => false,
             Some("any") => true,
             Some(other) => {
-                return Err(ScenarioError::key(
+                return Err(ConfigError::key(
                     at.key("drain_on"),
                     format!("unknown value {other:?} (known: vcpu0, any)"),
                 ))
@@ -695,7 +672,7 @@ fn parse_diff(f: &DiffFile) -> Result<DiffKeys> {
         nonempty_pool_floor: f.nonempty_pool_floor,
     };
     if let Some(w) = k.window_ms.filter(|&w| w as f64 % SAMPLE_MS != 0.0) {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             "diff.window_ms",
             format!("{w} is not a multiple of the monitor's {SAMPLE_MS} ms samples"),
         ));
@@ -703,7 +680,7 @@ fn parse_diff(f: &DiffFile) -> Result<DiffKeys> {
     let d = DiffParams::default();
     let hold = k.hold_windows.unwrap_or(d.hold_windows);
     if let Some(most) = k.hold_max_windows.filter(|&m| m < hold) {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             "diff.hold_max_windows",
             format!("{most} is less than hold_windows ({hold})"),
         ));
@@ -713,7 +690,7 @@ fn parse_diff(f: &DiffFile) -> Result<DiffKeys> {
         k.ql_th.unwrap_or(d.thresholds.ql_th),
     );
     if ql_th > ql_max {
-        return Err(ScenarioError::key(
+        return Err(ConfigError::key(
             "diff.ql_th",
             format!("{ql_th} is above diff.ql_max ({ql_max})"),
         ));
@@ -830,7 +807,7 @@ mod tests {
             e.starts_with("TOML parse error at line 22, column 9: unknown field `spin_usec`"),
             "{e}"
         );
-        let Err(ScenarioError::Toml(t)) = Scenario::parse(&edited("spin_us = 50", "spin_usec = 5"))
+        let Err(ConfigError::Toml(t)) = Scenario::parse(&edited("spin_us = 50", "spin_usec = 5"))
         else {
             panic!("not a TOML error")
         };
