@@ -10,7 +10,7 @@
 
 use colosched_host::run::{preset, run};
 use colosched_host::sim::net::{Protocol, NET_QUANTUM};
-use colosched_host::sim::sched::{Diff, DiffParams};
+use colosched_host::sim::sched::{Diff, DiffParams, PoolScheduler};
 use colosched_host::sim::{simulate, RunConfig, Topology, Workload, MS};
 
 fn main() {
@@ -70,7 +70,7 @@ fn main() {
             }
             // Diff's view: in how many windows VM1's rings made it an NSVM under Diff.
             let topo = Topology::new(&sc.host, &sc.vms);
-            let mut diff = Diff::new(&topo, DiffParams::credit(), 0);
+            let mut diff = Diff::new(&topo, DiffParams::default(), PoolScheduler::Credit, 0);
             let cfg = RunConfig {
                 horizon: (horizon * MS as f64) as u64,
                 record_intervals: false,
@@ -84,8 +84,9 @@ fn main() {
                 &topo,
                 DiffParams {
                     hold_windows: 0,
-                    ..DiffParams::credit()
+                    ..DiffParams::default()
                 },
+                PoolScheduler::Credit,
                 0,
             );
             let r = simulate(&sc.host, &sc.vms, &mut as_written, &cfg);

@@ -4,12 +4,14 @@
 use crate::decide::rotate::RotateParams;
 use crate::sim::net::{NetStats, PACKET_BITS};
 use crate::sim::sched::{
-    Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
+    Aash, Credit, CreditParams, Diff, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
+    PoolScheduler,
 };
 use crate::sim::MS;
+use colosched_sys::config::ConfigError;
 use serde::Serialize;
 
-use crate::sim::{simulate, Host, RunConfig, Scenario, Scheduler, SimResult, Topology, Vm};
+use crate::sim::{simulate, RunConfig, Scenario, Scheduler, SimResult, Topology};
 
 /// Every scheduler `scheduler` builds, in the order `all` runs them.
 pub const SCHEDULERS: &[&str] = &[
@@ -72,35 +74,57 @@ pub fn preset(name: &str) -> Option<Scenario> {
     Some(Scenario::parse(text).expect("bundled scenarios parse"))
 }
 
-/// The scheduler called `name`, built for these VMs on this host, with its default parameters
-/// (seed 0 for those that draw random numbers).
-pub fn scheduler(name: &str, host: &Host, vms: &[Vm]) -> Result<Box<dyn Scheduler>, String> {
-    scheduler_seeded(name, host, vms, 0)
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("unknown scheduler {name:?} (known: {})", SCHEDULERS.join(", "))]
+    UnknownScheduler { name: String },
+    /// The scheduler cannot run this scenario (`Scenario::check_for`).
+    #[error(transparent)]
+    Scenario(#[from] ConfigError),
+    /// The scheduler refused the host or its VMs (`ia`'s and `ia-rotate`'s mapping).
+    #[error("{scheduler}: {problem}")]
+    Refused {
+        scheduler: &'static str,
+        problem: String,
+    },
+}
+
+/// The scheduler called `name`, built for the scenario's VMs on its host, with its default
+/// parameters and the scenario's `[diff]` (seed 0 for those that draw random numbers).
+pub fn scheduler(name: &str, scenario: &Scenario) -> Result<Box<dyn Scheduler>, RunError> {
+    scheduler_seeded(name, scenario, 0)
 }
 
 /// `scheduler`, with the seed of the random numbers some schedulers draw (`diff`'s leftover CPU).
 pub fn scheduler_seeded(
     name: &str,
-    host: &Host,
-    vms: &[Vm],
+    scenario: &Scenario,
     seed: u64,
-) -> Result<Box<dyn Scheduler>, String> {
+) -> Result<Box<dyn Scheduler>, RunError> {
+    let (host, vms) = (&scenario.host, &scenario.vms);
     let topo = Topology::new(host, vms);
+    let refused = |scheduler| {
+        move |e: crate::decide::ia::MappingError| RunError::Refused {
+            scheduler,
+            problem: e.to_string(),
+        }
+    };
+    let diff = |pool: PoolScheduler| Diff::new(&topo, scenario.diff_params(pool), pool, seed);
     Ok(match name {
         "credit" => Box::new(Credit::new(&topo, CreditParams::default())),
         "eevdf" => Box::new(Eevdf::new(&topo, EevdfParams::linux(host.cores.len()))),
-        "ia" => Box::new(Ia::new(&topo, IaSchedParams::default()).map_err(|e| format!("ia: {e}"))?),
+        "ia" => Box::new(Ia::new(&topo, IaSchedParams::default()).map_err(refused("ia"))?),
         "aash" => Box::new(Aash::new(&topo, CreditParams::default())),
-        "diff" => Box::new(Diff::new(&topo, DiffParams::credit(), seed)),
-        "diff-eevdf" => Box::new(Diff::new(&topo, DiffParams::eevdf(), seed)),
-        "ia-rotate" => Box::new(
-            IaRotate::new(&topo, RotateParams::default()).map_err(|e| format!("ia-rotate: {e}"))?,
-        ),
+        "diff" => Box::new(diff(PoolScheduler::Credit)),
+        "diff-eevdf" => Box::new(diff(PoolScheduler::Eevdf)),
+        "ia-rotate" => {
+            Box::new(IaRotate::new(&topo, RotateParams::default()).map_err(refused("ia-rotate"))?)
+        }
         _ => {
-            return Err(format!(
-                "unknown scheduler {name:?} (known: {})",
-                SCHEDULERS.join(", ")
-            ))
+            return Err(RunError::UnknownScheduler {
+                name: name.to_string(),
+            })
         }
     })
 }
@@ -152,9 +176,9 @@ pub struct RunResult {
 
 /// Runs `scenario` under the scheduler called `name`. `seed` drives the workloads' random draws
 /// (VMs with a `work_cv`) and those of the schedulers that make some (`diff`'s leftover CPU).
-pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, String> {
+pub fn run(scenario: &Scenario, name: &str, seed: u64) -> Result<RunResult, RunError> {
     scenario.check_for(name)?;
-    let mut s = scheduler_seeded(name, &scenario.host, &scenario.vms, seed)?;
+    let mut s = scheduler_seeded(name, scenario, seed)?;
     Ok(run_with(scenario, s.as_mut(), seed))
 }
 
@@ -406,12 +430,17 @@ mod tests {
     #[test]
     fn unknown_scheduler_and_too_wide_vm_are_refused() {
         let sc = preset("spec001-sketch").unwrap();
-        assert!(run(&sc, "cfs", 1)
-            .unwrap_err()
-            .contains("unknown scheduler \"cfs\""));
+        let e = run(&sc, "cfs", 1).unwrap_err();
+        assert!(matches!(&e, RunError::UnknownScheduler { name } if name == "cfs"));
+        assert!(e
+            .to_string()
+            .starts_with("unknown scheduler \"cfs\" (known: credit,"));
         let mut wide = sc.clone();
         wide.vms[0].vcpus = 9;
-        assert!(run(&wide, "ia", 1).unwrap_err().contains("vms[0].vcpus"));
+        let e = run(&wide, "ia", 1).unwrap_err();
+        assert!(
+            matches!(&e, RunError::Scenario(ConfigError::Key { key, .. }) if key == "vms[0].vcpus")
+        );
         assert!(preset("nope").is_none());
     }
 }

@@ -35,9 +35,8 @@ impl HostScenario {
         let path = std::path::Path::new(scenario);
         let parsed = match colosched_host::run::preset(scenario) {
             Some(s) => s,
-            None if path.exists() => {
-                colosched_host::sim::Scenario::load(path).map_err(PyValueError::new_err)?
-            }
+            None if path.exists() => colosched_host::sim::Scenario::load(path)
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
             None => {
                 return Err(PyValueError::new_err(format!(
                     "scenario {scenario:?}: neither a file nor a preset (presets: {})",
@@ -59,10 +58,11 @@ impl HostScenario {
     /// ValueError if one of `schedulers` is unknown or cannot run this scenario.
     fn check(&self, schedulers: Vec<String>) -> PyResult<()> {
         let s = &self.scenario;
-        let in_file = |e| PyValueError::new_err(format!("{}: {e}", self.label));
+        let in_file =
+            |e: &dyn std::fmt::Display| PyValueError::new_err(format!("{}: {e}", self.label));
         for name in &schedulers {
-            s.check_for(name).map_err(in_file)?;
-            colosched_host::run::scheduler(name, &s.host, &s.vms).map_err(in_file)?;
+            s.check_for(name).map_err(|e| in_file(&e))?;
+            colosched_host::run::scheduler(name, s).map_err(|e| in_file(&e))?;
         }
         Ok(())
     }

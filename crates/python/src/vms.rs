@@ -64,7 +64,7 @@ impl VmsScenario {
     fn new(scenario: &str) -> PyResult<VmsScenario> {
         Ok(VmsScenario {
             scenario: colosched_vms::sim::Scenario::load(scenario)
-                .map_err(PyValueError::new_err)?,
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
         })
     }
 

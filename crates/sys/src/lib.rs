@@ -11,11 +11,13 @@
 //! - `error`: the readers' error, naming the file;
 //! - `signals`: SIGTERM, SIGINT and SIGHUP caught for a loop that sleeps, which wakes at once;
 //! - `poll`: poll(2) with a `Duration` timeout, EINTR read as "none ready";
-//! - `fs`: a path's filesystem type (`statfs(2)`) and the kernel filesystems' magic numbers.
+//! - `fs`: a path's filesystem type (`statfs(2)`) and the kernel filesystems' magic numbers;
+//! - `config`: a TOML file into a `serde` type, errors with their line and column.
 //!
 //! It depends on no colosched crate but core.
 
 pub mod cgroupfs;
+pub mod config;
 pub mod error;
 pub mod fs;
 pub mod kept;

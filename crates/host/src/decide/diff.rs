@@ -293,6 +293,42 @@ impl Default for PoolParams {
     }
 }
 
+/// Every parameter of Diff's decision, with its one `Default`: the simulator's `diff` and
+/// `diff-eevdf` start from it (a scenario's `[diff]` table overrides it), and so does the real
+/// host agent's host.toml. The paper's values where it gives one; the hold and the EEVDF slices
+/// are ours (open questions 1, 7 and the Linux port).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DiffParams {
+    pub thresholds: NsvmThresholds,
+    /// The pool plan's settings; its slices are the Credit slices (5 ms / 30 ms).
+    pub pools: PoolParams,
+    /// T_s: one classification and plan per window (100 ms); samples come every 10 ms (T_m).
+    pub window_ms: u32,
+    /// A VM stays NSVM this many windows after its rings last said so (`NsvmHold`, 10 = 1 s);
+    /// 0 = the paper's rule as written...
+    pub hold_windows: u32,
+    /// ...doubled each time it comes back soon after, up to this many (80 = 8 s).
+    pub hold_max_windows: u32,
+    /// On Linux (EEVDF): the slice the NSVMs' vCPU threads ask for (1 ms; 0 = leave theirs).
+    pub nsvm_slice_ms: f64,
+    /// On Linux: the NNVMs' slice (30 ms, the paper's long Credit slice; 0 = leave theirs).
+    pub nnvm_slice_ms: f64,
+}
+
+impl Default for DiffParams {
+    fn default() -> Self {
+        DiffParams {
+            thresholds: NsvmThresholds::default(),
+            pools: PoolParams::default(),
+            window_ms: 100,
+            hold_windows: 10,
+            hold_max_windows: 80,
+            nsvm_slice_ms: 1.0,
+            nnvm_slice_ms: 30.0,
+        }
+    }
+}
+
 /// The result of one planning round: CPUs per pool, the VMs (indices into the input) in each,
 /// and each pool's slice.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,13 +7,28 @@ use std::sync::mpsc::{channel, RecvTimeoutError};
 use std::time::Duration;
 
 use super::scenario::{Scenario, MAX_CORES, MAX_VCPUS, MAX_VMS, RANGES};
-use crate::run::{run, RunResult, SCHEDULERS};
+use crate::run::{run, RunError, RunResult, SCHEDULERS};
 
 /// One VM of each kind on 4 cores of SF 1.5 and 2 of SF 1; every key in `RANGES` appears
 /// (first) as `key = value` on a line of its own.
 const BASE: &str = r#"name = "bounds"
 horizon_ms = 30
 migration_warmup_ms = 0.5
+[diff]
+window_ms = 20
+hold_windows = 2
+hold_max_windows = 8
+ql_max = 256
+ql_th = 150
+overflow_freq = 0.2
+overload_freq = 0.6
+tx_mean_nonzero = 45
+tx_stall_freq = 0.5
+nsvm_slice_ms = 1
+nnvm_slice_ms = 30
+credit_nsvm_slice_ms = 5
+credit_nnvm_slice_ms = 30
+nonempty_pool_floor = true
 [[cores]]
 count = 4
 speed = 1.5
@@ -100,7 +115,7 @@ fn within<T: Send + 'static>(secs: u64, what: &str, f: impl FnOnce() -> T + Send
 /// refused and hangs is caught by the deadline). The parse error, if any.
 fn refusal(what: &str, text: String) -> Option<String> {
     within(20, what, move || match Scenario::parse(&text) {
-        Err(e) => Some(e),
+        Err(e) => Some(e.to_string()),
         Ok(s) => {
             for name in SCHEDULERS {
                 let _ = run(&s, name, 1);
@@ -153,7 +168,11 @@ fn corpus() -> Vec<(String, String, String)> {
             "inf",
             "horizon_ms: expected a number, got inf",
         ),
-        ("horizon_ms", "\"long\"", "horizon_ms: expected a number"),
+        (
+            "horizon_ms",
+            "\"long\"",
+            "TOML parse error at line 2, column 14: invalid type: string \"long\", expected f64",
+        ),
         (
             "migration_warmup_ms",
             "-1",
@@ -213,6 +232,91 @@ fn corpus() -> Vec<(String, String, String)> {
         ),
         ("cpu_work_ms", "1e300", "vms[3].cpu_work_ms: must be from"),
         ("cpu_work_ms", "1e-300", "vms[3].cpu_work_ms: must be from"),
+    ] {
+        edit(key, value, error);
+    }
+    // Spec 002's parameters (issue 28): each refused naming its key.
+    for (key, value, error) in [
+        (
+            "window_ms",
+            "0",
+            "diff.window_ms: must be a whole number from 10 to 60000, got 0",
+        ),
+        (
+            "window_ms",
+            "25",
+            "diff.window_ms: 25 is not a multiple of the monitor's 10 ms",
+        ),
+        (
+            "hold_windows",
+            "-1",
+            "diff.hold_windows: must be a whole number from 0",
+        ),
+        (
+            "hold_windows",
+            "2.5",
+            "diff.hold_windows: must be a whole number from 0",
+        ),
+        (
+            "hold_max_windows",
+            "1e300",
+            "diff.hold_max_windows: must be a whole number",
+        ),
+        (
+            "ql_max",
+            "0",
+            "diff.ql_max: must be a whole number from 1 to 65536, got 0",
+        ),
+        (
+            "ql_th",
+            "70000",
+            "diff.ql_th: must be a whole number from 1 to 65536",
+        ),
+        (
+            "overflow_freq",
+            "1.5",
+            "diff.overflow_freq: must be from 0 to 1, got 1.5",
+        ),
+        (
+            "overload_freq",
+            "-0.1",
+            "diff.overload_freq: must be from 0 to 1",
+        ),
+        (
+            "tx_mean_nonzero",
+            "-1",
+            "diff.tx_mean_nonzero: must be from 0 to 65536",
+        ),
+        (
+            "tx_stall_freq",
+            "nan",
+            "diff.tx_stall_freq: expected a number, got NaN",
+        ),
+        (
+            "nsvm_slice_ms",
+            "0.05",
+            "diff.nsvm_slice_ms: must be 0 or from 0.1 to 100",
+        ),
+        (
+            "nnvm_slice_ms",
+            "101",
+            "diff.nnvm_slice_ms: must be 0 or from 0.1 to 100",
+        ),
+        (
+            "credit_nsvm_slice_ms",
+            "0.5",
+            "diff.credit_nsvm_slice_ms: must be from 1 to 1000",
+        ),
+        (
+            "credit_nnvm_slice_ms",
+            "0",
+            "diff.credit_nnvm_slice_ms: must be from 1 to 1000",
+        ),
+        (
+            "nonempty_pool_floor",
+            "1",
+            "TOML parse error at line 18, column 23: invalid type: integer `1`, expected a boolean",
+        ),
     ] {
         edit(key, value, error);
     }
@@ -283,7 +387,7 @@ fn every_malformed_scenario_is_refused_naming_its_key_in_time() {
 
 /// Every scheduler's run of `text`, or the error of those that refuse it (ia's one core per
 /// vCPU), within a deadline.
-fn run_all(what: &str, text: String) -> Vec<Result<RunResult, String>> {
+fn run_all(what: &str, text: String) -> Vec<Result<RunResult, RunError>> {
     within(60, what, move || {
         let s = Scenario::parse(&text).expect("in range");
         SCHEDULERS.iter().map(|name| run(&s, name, 1)).collect()
@@ -299,8 +403,21 @@ fn every_key_at_either_end_of_its_range_runs_under_every_scheduler_in_time() {
             let text = with(key, &format!("{value:?}"));
             if key == "count" && value == hi {
                 // With the second group, more cores than a host may have.
-                let e = Scenario::parse(&text).unwrap_err();
+                let e = Scenario::parse(&text).unwrap_err().to_string();
                 assert!(e.starts_with("cores: more than"), "{what}: {e}");
+                continue;
+            }
+            // Keys that must agree with another key of BASE's [diff] at this end.
+            let at_odds = match (key, value == hi) {
+                ("hold_windows", true) => Some("diff.hold_max_windows: 8 is less than"),
+                ("hold_max_windows", false) => Some("diff.hold_max_windows: 0 is less than"),
+                ("ql_th", true) => Some("diff.ql_th: 65536 is above diff.ql_max (256)"),
+                ("ql_max", false) => Some("diff.ql_th: 150 is above diff.ql_max (1)"),
+                _ => None,
+            };
+            if let Some(error) = at_odds {
+                let e = Scenario::parse(&text).unwrap_err().to_string();
+                assert!(e.starts_with(error), "{what}: {e}");
                 continue;
             }
             if key == "horizon_ms" && value == hi {
@@ -321,7 +438,8 @@ fn every_key_at_either_end_of_its_range_runs_under_every_scheduler_in_time() {
                         }
                     }
                     Err(e) => assert!(
-                        e.contains("one core per vCPU") || e.contains("puts each vCPU"),
+                        e.to_string().contains("one core per vCPU")
+                            || e.to_string().contains("puts each vCPU"),
                         "{what}: {e}"
                     ),
                 }

@@ -23,5 +23,5 @@ pub use model::{
     ms, Completion, Core, CoreId, Host, Nanos, RunConfig, RunInterval, SimResult, Topology, Vcpu,
     VcpuId, VcpuStats, Vm, Workload, MS,
 };
-pub use scenario::Scenario;
+pub use scenario::{Scenario, ScenarioError};
 pub use sched::{Dispatch, Scheduler, Stop};

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 use super::net::{Network, Protocol, NET_QUANTUM};
 use super::sched::{
     Aash, Credit, CreditParams, Diff, DiffParams, Eevdf, EevdfParams, Ia, IaRotate, IaSchedParams,
-    Stop, VmObservation,
+    PoolScheduler, Stop, VmObservation,
 };
 use super::*;
 use crate::decide::diff::{NsvmClassifier, VmKind};
@@ -48,13 +48,18 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
         "diff" => simulate(
             host,
             vms,
-            &mut Diff::new(&topo, DiffParams::credit(), 1),
+            &mut Diff::new(&topo, DiffParams::default(), PoolScheduler::Credit, 1),
             &cfg,
         ),
         "diff-eevdf" => simulate(
             host,
             vms,
-            &mut Diff::new(&topo, DiffParams::eevdf(), 1),
+            &mut Diff::new(
+                &topo,
+                PoolScheduler::Eevdf.defaults(),
+                PoolScheduler::Eevdf,
+                1,
+            ),
             &cfg,
         ),
         "ia-rotate" => {
@@ -465,9 +470,9 @@ proptest! {
         ];
         all.extend(vms);
         let topo = Topology::new(&host, &all);
-        let base = if eevdf { DiffParams::eevdf() } else { DiffParams::credit() };
-        let params = DiffParams { hold_windows: 0, window_ms: 20, ..base };
-        let mut diff = Diff::new(&topo, params, seed);
+        let pool = if eevdf { PoolScheduler::Eevdf } else { PoolScheduler::Credit };
+        let params = DiffParams { hold_windows: 0, window_ms: 20, ..pool.defaults() };
+        let mut diff = Diff::new(&topo, params, pool, seed);
         let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0, net_quantum: NET_QUANTUM, shuffle_start: false };
         let r = simulate(&host, &all, &mut diff, &cfg);
         check_invariants(&host, &r);
@@ -646,7 +651,7 @@ fn a_saturated_network_vm_is_an_nsvm_under_credit_and_diff_serves_it_better() {
         );
         assert!(watched.kinds[1..].iter().all(|k| nsvm(k) == 0), "{what}");
 
-        let mut diff = Diff::new(&topo, DiffParams::credit(), 7);
+        let mut diff = Diff::new(&topo, DiffParams::default(), PoolScheduler::Credit, 7);
         let with_diff = simulate(&sc.host, &sc.vms, &mut diff, &cfg);
         check_invariants(&sc.host, &with_diff);
         // Spec 002 §2.8: VM1 alone in a 1-CPU pool at 5 ms slices, the others on 5 CPUs.
@@ -699,8 +704,8 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         net_quantum: NET_QUANTUM,
         shuffle_start: false,
     };
-    for params in [DiffParams::credit(), DiffParams::eevdf()] {
-        let mut diff = Diff::new(&topo, params, 5);
+    for pool in [PoolScheduler::Credit, PoolScheduler::Eevdf] {
+        let mut diff = Diff::new(&topo, pool.defaults(), pool, 5);
         let r = simulate(&host, &vms, &mut diff, &cfg);
         check_invariants(&host, &r);
         let name = diff.name();
@@ -1125,6 +1130,7 @@ fn equal_vms(
         shuffle_start: true,
         host,
         vms,
+        diff: Default::default(),
     }
 }
 

@@ -49,6 +49,7 @@
 //! # kind = "other":     iops, read, block_kb, ws_mb, change_every_s, change_cv
 //! ```
 
+use colosched_sys::config::{from_toml, ConfigError};
 use serde::Deserialize;
 
 use crate::decide::detect::DetectParams;
@@ -354,36 +355,57 @@ pub const PRESETS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Why a scenario was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// Neither a preset nor a file that could be read.
+    #[error("{what}: {source} (not a file, nor a preset: {})", preset_names().join(", "))]
+    NotFound {
+        what: String,
+        source: std::io::Error,
+    },
+    /// A preset's (`preset NAME`) or a file's (its path) text was refused.
+    #[error("{what}: {source}")]
+    In { what: String, source: ConfigError },
+}
+
+fn bad(key: impl Into<String>, problem: impl Into<String>) -> ConfigError {
+    ConfigError::key(key, problem)
+}
+
+fn preset_names() -> Vec<&'static str> {
+    PRESETS.iter().map(|(n, _)| *n).collect()
+}
+
 impl Scenario {
     /// A preset's name or a file's path.
-    pub fn load(what: &str) -> Result<Scenario, String> {
+    pub fn load(what: &str) -> Result<Scenario, ScenarioError> {
+        let within = |what: String| move |source: ConfigError| ScenarioError::In { what, source };
         if let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == what) {
-            return Scenario::parse(text).map_err(|e| format!("preset {what}: {e}"));
+            return Scenario::parse(text).map_err(within(format!("preset {what}")));
         }
-        let text = std::fs::read_to_string(what).map_err(|e| {
-            let names: Vec<&str> = PRESETS.iter().map(|(n, _)| *n).collect();
-            format!(
-                "{what}: {e} (not a file, nor a preset: {})",
-                names.join(", ")
-            )
+        let text = std::fs::read_to_string(what).map_err(|source| ScenarioError::NotFound {
+            what: what.to_string(),
+            source,
         })?;
-        Scenario::parse(&text).map_err(|e| format!("{what}: {e}"))
+        Scenario::parse(&text).map_err(within(what.to_string()))
     }
 
     /// Parses and checks a scenario; errors name the key (serde's carry the line).
-    pub fn parse(text: &str) -> Result<Scenario, String> {
-        let s: Scenario = toml::from_str(text).map_err(|e| one_line(&e.to_string()))?;
+    pub fn parse(text: &str) -> Result<Scenario, ConfigError> {
+        let s: Scenario = from_toml(text)?;
         s.check()?;
         Ok(s)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ConfigError> {
         let positive = |k: &str, x: f64| {
             if x > 0.0 && x <= MAX {
                 Ok(())
             } else {
-                Err(format!(
-                    "{k}: must be a positive number up to {MAX:e}, got {x}"
+                Err(bad(
+                    k,
+                    format!("must be a positive number up to {MAX:e}, got {x}"),
                 ))
             }
         };
@@ -391,30 +413,36 @@ impl Scenario {
             if (0.0..=MAX).contains(&x) {
                 Ok(())
             } else {
-                Err(format!("{k}: must be from 0 to {MAX:e}, got {x}"))
+                Err(bad(k, format!("must be from 0 to {MAX:e}, got {x}")))
             }
         };
         let share = |k: &str, x: f64| {
             if (0.0..=1.0).contains(&x) {
                 Ok(())
             } else {
-                Err(format!("{k}: must be from 0 to 1, got {x}"))
+                Err(bad(k, format!("must be from 0 to 1, got {x}")))
             }
         };
         if self.window_s == 0 || self.duration_s < self.window_s {
-            return Err(format!(
-                "window_s: must be from 1 to duration_s ({}), got {}",
-                self.duration_s, self.window_s
+            return Err(bad(
+                "window_s",
+                format!(
+                    "must be from 1 to duration_s ({}), got {}",
+                    self.duration_s, self.window_s
+                ),
             ));
         }
         if self.measure_from_s >= self.duration_s {
-            return Err(format!(
-                "measure_from_s: must be below duration_s ({}), got {}",
-                self.duration_s, self.measure_from_s
+            return Err(bad(
+                "measure_from_s",
+                format!(
+                    "must be below duration_s ({}), got {}",
+                    self.duration_s, self.measure_from_s
+                ),
             ));
         }
         if self.hosts.is_empty() || self.hosts.iter().any(|g| g.count == 0) {
-            return Err("hosts: at least one group, each with count ≥ 1".into());
+            return Err(bad("hosts", "at least one group, each with count ≥ 1"));
         }
         for (i, g) in self.hosts.iter().enumerate() {
             positive(&format!("hosts[{i}].ssd_capacity_mb"), g.ssd_capacity_mb)?;
@@ -430,9 +458,9 @@ impl Scenario {
         positive("backend.write_cost", b.write_cost)?;
         let m = &self.migration;
         if !(m.bw_cap > 0.0 && m.bw_cap <= 1.0) {
-            return Err(format!(
-                "migration.bw_cap: must be above 0 and at most 1, got {}",
-                m.bw_cap
+            return Err(bad(
+                "migration.bw_cap",
+                format!("must be above 0 and at most 1, got {}", m.bw_cap),
             ));
         }
         share("migration.cpu_overhead", m.cpu_overhead)?;
@@ -441,7 +469,10 @@ impl Scenario {
         positive("network.rtt_remote_ms", self.network.rtt_remote_ms)?;
         let p = self.plan_params();
         if p.per_host == 0 || p.per_cluster == 0 {
-            return Err("planner.per_host, planner.per_cluster: must be at least 1".into());
+            return Err(bad(
+                "planner.per_host, planner.per_cluster",
+                "must be at least 1",
+            ));
         }
         non_negative("planner.min_gain", p.min_gain)?;
         non_negative("planner.stickiness", p.stickiness)?;
@@ -453,20 +484,20 @@ impl Scenario {
         positive("planner.ssd_limit", d.ssd_limit)?;
         share("planner.follow", d.follow)?;
         if d.k == 0 || d.history == 0 {
-            return Err("planner.k, planner.history: must be at least 1".into());
+            return Err(bad("planner.k, planner.history", "must be at least 1"));
         }
         if self.apps.is_empty() {
-            return Err("apps: a scenario needs at least one application".into());
+            return Err(bad("apps", "a scenario needs at least one application"));
         }
         let hosts = self.host_list().len();
         let mut vm_ids = std::collections::HashMap::new();
         for (i, a) in self.apps.iter().enumerate() {
             let k = |key: &str| format!("apps[{i}].{key}");
             if self.apps[..i].iter().any(|b| b.id == a.id) {
-                return Err(format!("{}: {:?} is listed twice", k("id"), a.id));
+                return Err(bad(k("id"), format!("{:?} is listed twice", a.id)));
             }
             if a.vms == 0 {
-                return Err(format!("{}: must be at least 1", k("vms")));
+                return Err(bad(k("vms"), "must be at least 1"));
             }
             positive(&k("cache_mb"), a.cache_mb)?;
             positive(&k("mem_mb"), a.mem_mb)?;
@@ -476,25 +507,23 @@ impl Scenario {
             for n in 0..a.vms {
                 if let Some(b) = vm_ids.insert(vm_id(&a.id, n), &a.id) {
                     let id = vm_id(&a.id, n);
-                    return Err(format!(
-                        "{}: VM {id:?} would also be one of {b:?}'s",
-                        k("id")
+                    return Err(bad(
+                        k("id"),
+                        format!("VM {id:?} would also be one of {b:?}'s"),
                     ));
                 }
             }
             if let Initial::Hosts(h) = &a.initial {
                 if h.len() != a.vms {
-                    return Err(format!(
-                        "{}: {} hosts for {} VMs",
+                    return Err(bad(
                         k("initial"),
-                        h.len(),
-                        a.vms
+                        format!("{} hosts for {} VMs", h.len(), a.vms),
                     ));
                 }
-                if let Some(bad) = h.iter().find(|&&x| x >= hosts) {
-                    return Err(format!(
-                        "{}: host {bad} does not exist ({hosts} hosts)",
-                        k("initial")
+                if let Some(wrong) = h.iter().find(|&&x| x >= hosts) {
+                    return Err(bad(
+                        k("initial"),
+                        format!("host {wrong} does not exist ({hosts} hosts)"),
                     ));
                 }
             }
@@ -519,14 +548,14 @@ impl Scenario {
                     gap_s,
                 } => {
                     if jobs.is_empty() {
-                        return Err(format!("{}: at least one job", k("workload.jobs")));
+                        return Err(bad(k("workload.jobs"), "at least one job"));
                     }
-                    if let Some((j, bad)) =
+                    if let Some((j, wrong)) =
                         jobs.iter().enumerate().find(|(_, n)| job_kind(n).is_none())
                     {
-                        return Err(format!(
-                            "{}: {bad:?} is not a job (pi-N, write, read, randr, backr)",
-                            k(&format!("workload.jobs[{j}]"))
+                        return Err(bad(
+                            k(&format!("workload.jobs[{j}]")),
+                            format!("{wrong:?} is not a job (pi-N, write, read, randr, backr)"),
                         ));
                     }
                     positive(&k("workload.data_mb"), *data_mb)?;
@@ -560,15 +589,15 @@ impl Scenario {
                     // Levels change on whole seconds (the simulator's steps).
                     non_negative(&k("workload.change_every_s"), *change_every_s)?;
                     if change_every_s.fract() != 0.0 {
-                        return Err(format!(
-                            "{}: must be a whole number of seconds, got {change_every_s}",
-                            k("workload.change_every_s")
+                        return Err(bad(
+                            k("workload.change_every_s"),
+                            format!("must be a whole number of seconds, got {change_every_s}"),
                         ));
                     }
                     if !(0.0..=100.0).contains(change_cv) {
-                        return Err(format!(
-                            "{}: must be from 0 to 100, got {change_cv}",
-                            k("workload.change_cv")
+                        return Err(bad(
+                            k("workload.change_cv"),
+                            format!("must be from 0 to 100, got {change_cv}"),
                         ));
                     }
                 }
@@ -581,24 +610,6 @@ impl Scenario {
 /// The id of an application's VM `i`: "zk" → "zk0", "zk1", …
 pub fn vm_id(app: &str, i: usize) -> String {
     format!("{app}{i}")
-}
-
-/// toml's errors come on several lines (the line, a caret, the message): one line for a terminal
-/// and a log, the line number kept.
-fn one_line(e: &str) -> String {
-    let mut parts = e
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('|'));
-    let head = parts.next().unwrap_or_default().to_string();
-    let rest: Vec<&str> = parts
-        .filter(|l| !l.chars().next().is_some_and(|c| c.is_ascii_digit()))
-        .collect();
-    if rest.is_empty() {
-        head
-    } else {
-        format!("{head}: {}", rest.join(" "))
-    }
 }
 
 /// serde's defaults are functions: one per value.

@@ -155,7 +155,7 @@ fn bad_scenarios_name_the_key() {
     ] {
         let text = good.replacen(from, to, 1);
         assert_ne!(text, good, "{from}");
-        let e = Scenario::parse(&text).unwrap_err();
+        let e = Scenario::parse(&text).unwrap_err().to_string();
         assert!(e.contains(says), "{from} -> {e}");
         assert!(!e.contains('\n'), "one line: {e}");
     }
@@ -163,12 +163,13 @@ fn bad_scenarios_name_the_key() {
         "workload = { kind = \"io_benchmark\"",
         "initial = [0, 9]\nworkload = { kind = \"io_benchmark\"",
     ))
-    .unwrap_err();
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("apps[0].initial"), "{e}");
     let hadoop = crate::sim::scenario::PRESETS[2]
         .1
         .replace("\"randr\"", "\"sort\"");
-    let e = Scenario::parse(&hadoop).unwrap_err();
+    let e = Scenario::parse(&hadoop).unwrap_err().to_string();
     assert!(e.contains("apps[0].workload.jobs[4]: \"sort\""), "{e}");
     for (key, says) in [
         ("ssd_limit = -1", "planner.ssd_limit"),
@@ -177,7 +178,9 @@ fn bad_scenarios_name_the_key() {
         ("k = 0", "planner.k"),
         ("history = 0", "planner.history"),
     ] {
-        let e = Scenario::parse(&format!("{good}\n[planner]\n{key}\n")).unwrap_err();
+        let e = Scenario::parse(&format!("{good}\n[planner]\n{key}\n"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains(says), "{key} -> {e}");
     }
     for (from, to, says) in [
@@ -203,10 +206,10 @@ fn bad_scenarios_name_the_key() {
             .replacen("vms = 8", "vms = 11", 1))
         .replacen(from, to, 1);
         assert!(text.contains(to), "{from}");
-        let e = Scenario::parse(&text).unwrap_err();
+        let e = Scenario::parse(&text).unwrap_err().to_string();
         assert!(e.contains(says), "{from} -> {e}");
     }
-    let e = Scenario::load("/nonexistent.toml").unwrap_err();
+    let e = Scenario::load("/nonexistent.toml").unwrap_err().to_string();
     assert!(e.contains("spec003-fio-read"), "lists the presets: {e}");
 }
 

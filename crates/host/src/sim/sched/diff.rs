@@ -9,8 +9,8 @@
 //!   in the other; tick = slice / 3 and accounting every slice, as Xen ≥ 4.2 derives them from
 //!   a pool's `tslice`.
 //! - `diff-eevdf`: each pool is a core set run by `Eevdf`; the NSVM pool's vCPU threads get a
-//!   short slice (`sched_setattr`'s `sched_runtime`, `DiffParams::eevdf_ns_slice_ms`, 1 ms),
-//!   the others keep theirs.
+//!   short slice (`sched_setattr`'s `sched_runtime`, `DiffParams::nsvm_slice_ms`, 1 ms),
+//!   the others keep theirs (`EEVDF_NNVM_SLICE_MS`).
 //!
 //! At start every core is in the NNVM pool (spec §2.6). A pool that would hold VMs but no core
 //! (only when a single core is usable) is not built: every VM stays in the NNVM pool. A rebuild
@@ -35,8 +35,9 @@
 use super::credit::{Credit, CreditParams};
 use super::eevdf::{Eevdf, EevdfParams};
 use super::{Dispatch, Scheduler, Stop, VmObservation, SAMPLE_PERIOD};
+pub use crate::decide::diff::DiffParams;
 use crate::decide::diff::{
-    plan_pools, pools_built, NsvmClassifier, NsvmHold, PoolParams, PoolPlan, VmKind, VmNeed,
+    plan_pools, pools_built, NsvmClassifier, NsvmHold, PoolPlan, VmKind, VmNeed,
 };
 use crate::sim::model::{CoreId, Nanos, Topology, VcpuId};
 use colosched_core::Rng;
@@ -48,37 +49,21 @@ pub enum PoolScheduler {
     Eevdf,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct DiffParams {
-    pub pools: PoolParams,
-    pub pool_scheduler: PoolScheduler,
-    /// The EEVDF slice of NSVM vCPU threads (`diff-eevdf`).
-    pub eevdf_ns_slice_ms: f64,
-    /// Identification period T_s (ms); samples come every `SAMPLE_PERIOD` (T_m = 10 ms).
-    pub window_ms: u32,
-    /// A VM classified NSVM stays one for this many more windows even if its rings look calm
-    /// (not in the paper: see the module doc). 0 = the paper's rule as written.
-    pub hold_windows: u32,
-    /// The most a VM's hold grows to when it keeps coming back (`NsvmHold`).
-    pub hold_max_windows: u32,
-}
+/// The NNVMs' slice under `diff-eevdf` unless a scenario sets `[diff] nnvm_slice_ms`: 0, their
+/// own (Linux's base slice), where the real agent gives them `DiffParams::nnvm_slice_ms` (30 ms).
+/// Kept so that the bundled presets' figures do not move; see docs/host-sim.md ("diff-eevdf").
+pub const EEVDF_NNVM_SLICE_MS: f64 = 0.0;
 
-impl DiffParams {
-    pub fn credit() -> DiffParams {
-        DiffParams {
-            pools: PoolParams::default(),
-            pool_scheduler: PoolScheduler::Credit,
-            eevdf_ns_slice_ms: 1.0,
-            window_ms: 100,
-            hold_windows: 10,
-            hold_max_windows: 80,
-        }
-    }
-
-    pub fn eevdf() -> DiffParams {
-        DiffParams {
-            pool_scheduler: PoolScheduler::Eevdf,
-            ..DiffParams::credit()
+impl PoolScheduler {
+    /// The decision's defaults as this pool scheduler runs them: `diff-eevdf` leaves the NNVMs'
+    /// slice (`EEVDF_NNVM_SLICE_MS`).
+    pub fn defaults(self) -> DiffParams {
+        match self {
+            PoolScheduler::Credit => DiffParams::default(),
+            PoolScheduler::Eevdf => DiffParams {
+                nnvm_slice_ms: EEVDF_NNVM_SLICE_MS,
+                ..DiffParams::default()
+            },
         }
     }
 }
@@ -89,6 +74,7 @@ struct Pool {
 
 pub struct Diff {
     params: DiffParams,
+    pool_scheduler: PoolScheduler,
     topo: Topology,
     rng: Rng,
     classifiers: Vec<NsvmClassifier>,
@@ -112,7 +98,13 @@ pub struct Diff {
 }
 
 impl Diff {
-    pub fn new(topo: &Topology, params: DiffParams, seed: u64) -> Diff {
+    /// Diff with each pool run by `pool_scheduler` (`diff` or `diff-eevdf`).
+    pub fn new(
+        topo: &Topology,
+        params: DiffParams,
+        pool_scheduler: PoolScheduler,
+        seed: u64,
+    ) -> Diff {
         assert!(
             !topo.usable.is_empty(),
             "Diff needs at least one usable core"
@@ -120,10 +112,11 @@ impl Diff {
         let sample_ms = (SAMPLE_PERIOD / 1_000_000) as u32;
         let mut d = Diff {
             params,
+            pool_scheduler,
             topo: topo.clone(),
             rng: Rng::new(seed),
             classifiers: (0..topo.vms.len())
-                .map(|_| NsvmClassifier::new(Default::default(), sample_ms, params.window_ms))
+                .map(|_| NsvmClassifier::new(params.thresholds, sample_ms, params.window_ms))
                 .collect(),
             load: vec![0.0; topo.vms.len()],
             samples: 0,
@@ -156,7 +149,7 @@ impl Diff {
         } else {
             self.params.pools.nn_slice_ms
         };
-        match self.params.pool_scheduler {
+        match self.pool_scheduler {
             PoolScheduler::Credit => Box::new(Credit::on_pool(
                 &self.topo,
                 cores.to_vec(),
@@ -171,9 +164,14 @@ impl Diff {
             PoolScheduler::Eevdf => {
                 let mut topo = self.topo.clone();
                 topo.usable = cores.to_vec();
-                if ns {
+                let slice = if ns {
+                    self.params.nsvm_slice_ms
+                } else {
+                    self.params.nnvm_slice_ms
+                };
+                if slice > 0.0 {
                     for &vm in vms {
-                        topo.vms[vm].slice_ms = Some(self.params.eevdf_ns_slice_ms);
+                        topo.vms[vm].slice_ms = Some(slice);
                     }
                 }
                 Box::new(Eevdf::new(&topo, EevdfParams::linux(self.topo.speed.len())))
@@ -233,7 +231,7 @@ impl Diff {
 
 impl Scheduler for Diff {
     fn name(&self) -> &'static str {
-        match self.params.pool_scheduler {
+        match self.pool_scheduler {
             PoolScheduler::Credit => "diff",
             PoolScheduler::Eevdf => "diff-eevdf",
         }
