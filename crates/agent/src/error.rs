@@ -68,4 +68,41 @@ impl Error {
     }
 }
 
+impl From<colosched_sys::config::Error> for Error {
+    fn from(e: colosched_sys::config::Error) -> Error {
+        use colosched_sys::config::Error as E;
+        match e {
+            E::Key { key, msg } => Error::Config { key, msg },
+            E::Syntax(msg) => Error::Syntax(msg),
+        }
+    }
+}
+
+impl From<colosched_sys::lock::LockError> for Error {
+    fn from(e: colosched_sys::lock::LockError) -> Error {
+        Error::State {
+            path: e.path,
+            msg: e.msg,
+        }
+    }
+}
+
+/// The host agent's errors are the same kinds, with the same messages.
+impl From<colosched_host::agent::Error> for Error {
+    fn from(e: colosched_host::agent::Error) -> Error {
+        use colosched_host::agent::Error as E;
+        match e {
+            E::Config { key, msg } => Error::Config { key, msg },
+            E::State { path, msg } => Error::State { path, msg },
+            E::Read { path, msg } => Error::Read { path, msg },
+            E::Syntax(msg) => Error::Syntax(msg),
+            E::InFile { path, source } => Error::InFile {
+                path,
+                source: Box::new((*source).into()),
+            },
+            E::Runtime(msg) => Error::Runtime(msg),
+        }
+    }
+}
+
 pub type Result<T> = std::result::Result<T, Error>;

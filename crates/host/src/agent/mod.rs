@@ -1,100 +1,55 @@
-//! The host agent's loop (spec 002 on a Linux/KVM host). Every interval (T_m, 10 ms) it reads
-//! each VM's two tap counters and turns them into one ring sample (`decide::tap`). Every window
-//! (T_s, 100 ms) it classifies each VM from its samples (`window_stats`), keeps it NSVM for the
-//! hold's windows (`NsvmHold`), measures its CPU load from its vCPU threads' schedstat, and sizes
-//! the two pools (`plan_pools`, `pools_built`): the simulator's Diff-Scheduler calls the very
-//! same functions. Then it makes the host match the plan: the NSVMs' vCPU threads in one cpuset
-//! pool with a short EEVDF slice, the other VMs' in a second pool with a long one.
+//! The host agent (issue 15): spec 002's Diff-Scheduler and spec 001's class-rotating placement
+//! on a real Linux/KVM host, with the simulator's decision code (`crate::decide`) and this
+//! crate's readers and writers (`crate::real`, `crate::act`). The `colosched-agent` binary runs
+//! it (`colosched-agent host …`).
 //!
-//! The pools are cpuset groups of cgroup v1 (at the hierarchy's root) or of cgroup v2 (a
-//! threaded child of each vCPU thread's own cgroup: `act::cgroup2` says why), chosen by
-//! `pools.cgroup`; the daemon does the same for both, through `act::Cgroup`.
+//! The loop (`HostAgent`): every interval (T_m, 10 ms) it reads each VM's two tap counters and
+//! turns them into one ring sample (`decide::tap`). Every window (T_s, 100 ms) it classifies each
+//! VM from its samples (`window_stats`), keeps it NSVM for the hold's windows (`NsvmHold`),
+//! measures its CPU load from its vCPU threads' schedstat, decides (diff: the two pools'
+//! sizes, `plan_pools`; ia-rotate: each vCPU's CPU, `rotate::place`) and makes the host match.
+//!
+//! Rooms: `config` parses host.toml; `sense` reads (discovery, per-VM readings, the host's
+//! cgroup and CPU files); `apply` changes (groups, pools, slices, restore); this file senses,
+//! decides and acts once per window; `run` is the process around it (lock, signals, metrics,
+//! restore); `metrics` its `/metrics`; `error` its errors.
 //!
 //! Everything it changes is recorded in the state file before it is changed (`act::state`) and
 //! put back when no NSVM is left (the host as it was: no pools), on exit, on SIGTERM, or by
-//! `restore` after a SIGKILL. Only vCPU threads of the VMs it was given are touched: QEMU's
-//! other threads (main loop, I/O) stay where they are.
+//! `restore` after a SIGKILL.
 
-use std::collections::{BTreeMap, BTreeSet};
+pub mod apply;
+pub mod config;
+pub mod error;
+pub mod metrics;
+pub mod run;
+pub mod sense;
+
 use std::io::Write;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
+use colosched_core::cpuset::CpuSet;
 use colosched_core::Rng;
-use colosched_host::act::state::{remove_pool, starttime, HostState, Restored};
-use colosched_host::act::{cgroup2, set_cpus, slice, Cgroup};
-use colosched_host::decide::diff::{
-    plan_pools, pools_built, window_stats, NsvmHold, NsvmThresholds, RingSample, RingStats, VmKind,
-    VmNeed,
-};
-use colosched_host::decide::ia::{CoreClass, VmShape};
-use colosched_host::decide::rotate::{
-    account, class_of, place, Ledger, Placement, RotVm, RotateParams, VcpuRun,
-};
-use colosched_host::decide::tap::ring_sample;
-use colosched_host::real::classes::{read_classes, HostClasses};
-use colosched_host::real::{
-    cpu_delta, net_delta, CpuDelta, CpuReading, NetReading, RxRings, VmSensor,
-};
-use colosched_qemu::libvirt::find_program;
-use colosched_qemu::{
-    discover, Accel, DomainMonitor, Monitor, Qmp, SharedVirsh, Vcpu, Virsh, Vm, VmFilter,
-};
+use colosched_qemu::SharedVirsh;
 use serde_json::{json, Value};
 
-use super::config::{HostConfig, Scheduler, VmConfig};
-use super::metrics::HostMetrics;
-use crate::cpuset::CpuSet;
-use crate::error::{Error, Result};
-
-/// The two pools' cpuset groups, made under the v1 cpuset root or, on v2, under each vCPU
-/// thread's own cgroup.
-pub const NS_POOL: &str = "colosched-host-nsvm";
-pub const NN_POOL: &str = "colosched-host-nnvm";
-/// ia-rotate's per-CPU groups: `colosched-host-cpu<N>`.
-pub const CPU_POOL: &str = "colosched-host-cpu";
-const QMP_TIMEOUT: Duration = Duration::from_secs(2);
-/// One virsh command (libvirt answers in milliseconds; a stuck libvirtd must not stop the agent).
-const VIRSH_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A VM the agent watches.
-pub struct Tracked {
-    pub vm: Vm,
-    /// Its QEMU's start time: with the pid, which process it is.
-    pub starttime: u64,
-    pub weight: f64,
-    /// The sysfs its taps are read from (its own network namespace's when they are not in ours).
-    pub sys_root: PathBuf,
-    sensor: VmSensor,
-    hold: NsvmHold,
-    last_net: NetReading,
-    last_cpu: CpuReading,
-    samples: Vec<RingSample>,
-    /// Its RX rings through QMP (`vm[i].rx_ring`).
-    rings: Option<RxRings>,
-    /// This window's tap totals: packets dropped toward the guest, packets it sent.
-    dropped: u64,
-    sent: u64,
-}
-
-/// A cpuset group the agent makes: spec 002's two pools, or one CPU (spec 001's pinning).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Pool {
-    Ns,
-    Nn,
-    Cpu(usize),
-}
-
-impl Pool {
-    fn dir_name(self) -> String {
-        match self {
-            Pool::Ns => NS_POOL.to_string(),
-            Pool::Nn => NN_POOL.to_string(),
-            Pool::Cpu(c) => format!("{CPU_POOL}{c}"),
-        }
-    }
-}
+use crate::act::slice;
+use crate::act::state::Restored;
+use crate::decide::diff::{
+    plan_pools, pools_built, window_stats, NsvmThresholds, RingStats, VmKind, VmNeed,
+};
+use crate::decide::ia::{CoreClass, VmShape};
+use crate::decide::rotate::{
+    account, class_of, place, Ledger, Placement, RotVm, RotateParams, VcpuRun,
+};
+use crate::real::classes::{read_classes, HostClasses};
+use crate::real::{cpu_delta, CpuDelta};
+use apply::{count, Counts, Groups, Pool};
+pub use apply::{summary, take_over_state, CPU_POOL, NN_POOL, NS_POOL};
+use config::{HostConfig, Scheduler};
+pub use error::{Error, Result};
+use metrics::HostMetrics;
+use sense::Tracked;
 
 /// One window: what each VM showed, the decision, and what was changed.
 #[derive(Debug)]
@@ -120,179 +75,18 @@ pub struct HostAgent {
     /// The CPUs the pools share, ascending.
     pub cpus: Vec<usize>,
     pub vms: Vec<Tracked>,
-    /// What a thread that asked for no slice reads (this thread's request).
-    pub default_slice_ns: u64,
-    /// The hierarchy the pools are made in and its root; `None` only in a dry run on a host with
-    /// no cpuset controller (nothing is made then).
-    pub hierarchy: Option<(Cgroup, PathBuf)>,
+    /// The groups made and the threads in them.
+    pub groups: Groups,
     rng: Rng,
-    state: HostState,
-    /// The groups made, by (parent directory, pool), with their CPU lists. v1: the parent is
-    /// always the root; v2: the cgroup of the threads in it.
-    groups: BTreeMap<(PathBuf, Pool), String>,
-    placed: BTreeMap<i32, Pool>,
     ia: Option<Ia>,
     ticks: u32,
     pub windows: u64,
     /// Errors by kind (gone, attach, slice, qmp, vm_gone, restore), counted, never fatal.
-    pub errors: BTreeMap<&'static str, u64>,
+    pub errors: Counts,
     pub metrics: Arc<Mutex<HostMetrics>>,
     log: Option<Box<dyn Write + Send>>,
     /// The `virsh` session asking `[libvirt]` (none without it).
     virsh: Option<SharedVirsh>,
-}
-
-/// The VMs the config gives: every QEMU process, or those named.
-fn filter(cfg: &HostConfig) -> VmFilter {
-    if cfg.all_vms {
-        VmFilter::default()
-    } else {
-        VmFilter {
-            pids: Vec::new(),
-            names: cfg.vms.iter().map(|v| v.name.clone()).collect(),
-        }
-    }
-}
-
-/// The sysfs that shows all of `taps`: ours, or that of the VM's own mount namespace (a QEMU
-/// started by `ip netns exec` sees its namespace's devices there). `None`: neither shows them.
-pub fn sys_root_for(cfg: &HostConfig, pid: i32, taps: &[String]) -> Option<PathBuf> {
-    let shows = |root: &Path| taps.iter().all(|t| root.join("class/net").join(t).exists());
-    let own = cfg.proc_root.join(format!("{pid}/root/sys"));
-    [cfg.sys_root.clone(), own].into_iter().find(|r| shows(r))
-}
-
-/// The vCPU threads QEMU reports on its monitor (`query-cpus-fast`).
-fn qmp_vcpus(q: &mut dyn Monitor, named: &[Vcpu]) -> std::result::Result<Vec<Vcpu>, String> {
-    let cpus = q.query_cpus_fast().map_err(|e| e.to_string())?;
-    Ok(cpus
-        .into_iter()
-        .map(|c| Vcpu {
-            index: c.cpu_index,
-            tid: c.thread_id,
-            accel: named
-                .iter()
-                .find(|v| v.tid == c.thread_id)
-                .map_or(Accel::Kvm, |v| v.accel),
-        })
-        .collect())
-}
-
-/// A found VM made ready to watch, with what its config entry (`vm[i]`) says and, under
-/// `[libvirt]`, what libvirt says of the domain. Errors name the key: a tap that no sysfs shows,
-/// a QMP socket that does not answer as one, a domain libvirt cannot tell about.
-fn track(
-    cfg: &HostConfig,
-    mut vm: Vm,
-    entry: Option<(usize, &VmConfig)>,
-    virsh: Option<&SharedVirsh>,
-) -> Result<Tracked> {
-    let key = |k: &str| {
-        entry.map_or(format!("vms.all (VM {:?})", vm.name), |(i, _)| {
-            format!("vm[{i}].{k}")
-        })
-    };
-    let (taps, qmp, rx_ring) = entry.map_or((None, None, false), |(_, c)| {
-        (c.taps.clone(), c.qmp.clone(), c.rx_ring)
-    });
-    // One QMP client at a time: the monitor that gave the vCPUs reads the rings.
-    let mut monitor: Option<Box<dyn Monitor>> = None;
-    if let Some(path) = &qmp {
-        let q = Qmp::connect(path, QMP_TIMEOUT).map_err(|e| Error::config(key("qmp"), e))?;
-        monitor = Some(Box::new(q));
-    }
-    if let Some(v) = virsh {
-        let lv = |e: String| Error::config("libvirt", format!("domain {:?}: {e}", vm.name));
-        if taps.is_none() {
-            vm.taps = v
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .taps(&vm.name)
-                .map_err(|e| lv(e.to_string()))?;
-        }
-        if monitor.is_none() {
-            let m = DomainMonitor::new(v.clone(), &vm.name).map_err(|e| lv(e.to_string()))?;
-            monitor = Some(Box::new(m));
-        }
-    }
-    if let Some(taps) = taps {
-        vm.taps = taps;
-    }
-    let mut rings = None;
-    if let Some(mut m) = monitor {
-        let k = if qmp.is_some() {
-            key("qmp")
-        } else {
-            "libvirt".to_string()
-        };
-        vm.vcpus = qmp_vcpus(m.as_mut(), &vm.vcpus).map_err(|e| Error::config(&k, e))?;
-        // A QEMU of the same -name that is not the domain (or not the socket's) is not taken.
-        let task = cfg.proc_root.join(format!("{}/task", vm.pid));
-        if let Some(v) = vm
-            .vcpus
-            .iter()
-            .find(|v| !task.join(v.tid.to_string()).exists())
-        {
-            return Err(Error::config(
-                &k,
-                format!(
-                    "{} gives vCPU thread {} for VM {:?}, which is no thread of pid {}: another \
-                     QEMU with this name?",
-                    m.peer(),
-                    v.tid,
-                    vm.name,
-                    vm.pid
-                ),
-            ));
-        }
-        if rx_ring {
-            rings = Some(RxRings::new(m).map_err(|e| Error::config(key("rx_ring"), e))?);
-        }
-    }
-    if vm.vcpus.is_empty() {
-        return Err(Error::config(
-            key("qmp"),
-            format!(
-                "VM {:?} (pid {}): no vCPU thread found: QEMU names them `CPU n/KVM` only with \
-                 -name ...,debug-threads=on; else give its QMP socket as qmp",
-                vm.name, vm.pid
-            ),
-        ));
-    }
-    let sys_root = sys_root_for(cfg, vm.pid, &vm.taps).ok_or_else(|| {
-        Error::config(
-            key("taps"),
-            format!(
-                "VM {:?} (pid {}): tap(s) {:?} not found under {}/class/net nor in its own \
-                 namespace's sysfs",
-                vm.name,
-                vm.pid,
-                vm.taps,
-                cfg.sys_root.display()
-            ),
-        )
-    })?;
-    let starttime = starttime(&cfg.proc_root, vm.pid, vm.pid)
-        .map_err(|e| Error::read(cfg.proc_root.join(vm.pid.to_string()), e))?;
-    let weight = entry
-        .and_then(|(_, c)| c.weight)
-        .unwrap_or(vm.vcpus.len() as f64);
-    let mut sensor = VmSensor::new(&cfg.proc_root, &sys_root, &vm);
-    let (last_net, last_cpu) = (sensor.read_net(), sensor.read_cpu());
-    Ok(Tracked {
-        vm,
-        starttime,
-        weight,
-        sys_root,
-        sensor,
-        hold: NsvmHold::new(1, cfg.hold_windows, cfg.hold_max_windows),
-        last_net,
-        last_cpu,
-        samples: Vec::new(),
-        rings,
-        dropped: 0,
-        sent: 0,
-    })
 }
 
 /// Which thresholds made a window sensitive, in words (empty when none did).
@@ -324,11 +118,6 @@ pub fn reasons(t: &NsvmThresholds, s: &RingStats) -> Vec<String> {
     out
 }
 
-/// The rotation's name for a VM: its QEMU's pid and start time (a pid alone can be reused).
-fn vm_key(t: &Tracked) -> u64 {
-    (t.starttime << 22) | t.vm.pid as u64
-}
-
 fn kind_name(k: VmKind) -> &'static str {
     match k {
         VmKind::Sensitive => "nsvm",
@@ -340,53 +129,14 @@ fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter().copied().collect::<CpuSet>().to_string()
 }
 
-/// Which hierarchy the pools go in (`pools.cgroup`), checked on this host: v1 needs
-/// `cpuset.cpus` at `paths.cpuset_root`, v2 cpuset in `paths.cgroup2_root`'s
-/// `cgroup.controllers`; auto takes v1, else v2. `None`: auto found neither.
-fn hierarchy(cfg: &HostConfig) -> Result<Option<(Cgroup, PathBuf)>> {
-    let v1 = cfg.cpuset_root.join("cpuset.cpus").exists();
-    let controllers = cfg.cgroup2_root.join("cgroup.controllers");
-    let listed = std::fs::read_to_string(&controllers);
-    let v2 = listed
-        .as_ref()
-        .is_ok_and(|t| t.split_whitespace().any(|c| c == "cpuset"));
-    match (cfg.cgroup, v1, v2) {
-        (Some(Cgroup::V1) | None, true, _) => Ok(Some((Cgroup::V1, cfg.cpuset_root.clone()))),
-        (Some(Cgroup::V2) | None, _, true) => Ok(Some((Cgroup::V2, cfg.cgroup2_root.clone()))),
-        (None, ..) => Ok(None),
-        (Some(Cgroup::V1), ..) => Err(Error::config(
-            "paths.cpuset_root",
-            format!(
-                "{} is not a cgroup v1 cpuset hierarchy (no cpuset.cpus)",
-                cfg.cpuset_root.display()
-            ),
-        )),
-        (Some(Cgroup::V2), ..) => Err(match listed {
-            Err(e) => Error::config(
-                "paths.cgroup2_root",
-                format!("{}: {e} (not a cgroup2 mount)", controllers.display()),
-            ),
-            Ok(text) => Error::config(
-                "pools.cgroup",
-                format!(
-                    "\"v2\" needs the cpuset controller on cgroup2, but {} lists only [{}] (is \
-                     cpuset bound to cgroup v1 here? then use \"v1\" or \"auto\")",
-                    controllers.display(),
-                    text.trim()
-                ),
-            ),
-        }),
-    }
-}
-
 impl HostAgent {
     /// The agent for a checked config: its CPUs, the VMs running now. Errors name the key.
     pub fn new(cfg: HostConfig) -> Result<HostAgent> {
         let stat = cfg.proc_root.join("stat");
         std::fs::metadata(&stat)
             .map_err(|e| Error::config("paths.proc_root", format!("{}: {e}", stat.display())))?;
-        let online = crate::sense::topology::cpus(&cfg.sys_root, "online")
-            .map_err(|e| Error::config("paths.sys_root", e))?;
+        let online =
+            sense::online_cpus(&cfg.sys_root).map_err(|e| Error::config("paths.sys_root", e))?;
         let cpus = match &cfg.cpus {
             Some(c) => {
                 if let Some(x) = c.difference(&online).first() {
@@ -416,7 +166,7 @@ impl HostAgent {
             ));
         }
         // A dry run makes no pool: auto finding no cpuset is only an error when pools are made.
-        let hierarchy = hierarchy(&cfg)?;
+        let hierarchy = sense::hierarchy(&cfg)?;
         if hierarchy.is_none() && !cfg.dry_run {
             return Err(Error::config(
                 "pools.cgroup",
@@ -471,37 +221,17 @@ impl HostAgent {
                 })
             }
         };
-        let (cgroup, root) = hierarchy
-            .clone()
-            .unwrap_or((Cgroup::V1, cfg.cpuset_root.clone()));
-        let virsh = match &cfg.libvirt {
-            None => None,
-            Some(lv) => {
-                let program = find_program(&lv.virsh).ok_or_else(|| {
-                    Error::config(
-                        "libvirt.virsh",
-                        format!("{:?} not found (Debian: libvirt-clients)", lv.virsh),
-                    )
-                })?;
-                let v = Virsh::start(&program, &lv.uri, VIRSH_TIMEOUT)
-                    .map_err(|e| Error::config("libvirt.uri", e))?;
-                Some(Arc::new(Mutex::new(v)))
-            }
-        };
+        let virsh = sense::libvirt_session(&cfg)?;
         let mut agent = HostAgent {
-            hierarchy,
+            groups: Groups::new(hierarchy, &cfg.cpuset_root, default_slice_ns),
             rng: Rng::new(cfg.seed),
-            state: HostState::new(cgroup, &root),
             cfg,
             cpus,
             vms: Vec::new(),
-            default_slice_ns,
-            groups: BTreeMap::new(),
-            placed: BTreeMap::new(),
             ia,
             ticks: 0,
             windows: 0,
-            errors: BTreeMap::new(),
+            errors: Counts::new(),
             metrics: Arc::new(Mutex::new(HostMetrics::default())),
             log,
             virsh,
@@ -510,134 +240,27 @@ impl HostAgent {
         Ok(agent)
     }
 
-    fn count(&mut self, kind: &'static str) {
-        *self.errors.entry(kind).or_default() += 1;
-    }
-
-    /// Looks for the VMs again: new ones are watched from the next window, gone ones dropped.
-    /// At start (`strict`) a VM the agent cannot watch is a config error; later it is counted.
+    /// Looks for the VMs again: new ones are watched from the next window, gone ones dropped
+    /// (and the groups only they needed removed). At start (`strict`) a VM the agent cannot
+    /// watch is a config error; later it is counted.
     pub fn rediscover(&mut self, strict: bool) -> Result<()> {
-        let mut filter = filter(&self.cfg);
-        if let Some(v) = &self.virsh {
-            // libvirt's running domains: every one (vms.all), or those listed that run.
-            let running = v.lock().unwrap_or_else(|p| p.into_inner()).domains();
-            let running = match running {
-                Ok(r) => r,
-                Err(e) if strict => return Err(Error::config("libvirt.uri", e)),
-                Err(e) => {
-                    tracing::warn!("{e}"); // it names the libvirt URI
-                    self.count("discovery");
-                    return Ok(()); // the VMs watched so far stay
-                }
-            };
-            filter.names = if self.cfg.all_vms {
-                running
-            } else {
-                running
-                    .into_iter()
-                    .filter(|n| filter.names.contains(n))
-                    .collect()
-            };
+        let mut failed = 0;
+        let watched = std::mem::take(&mut self.vms);
+        let found = sense::rediscover(&self.cfg, self.virsh.as_ref(), watched, strict, &mut failed);
+        if failed > 0 {
+            *self.errors.entry("discovery").or_default() += failed;
         }
-        let found = if self.virsh.is_some() && filter.names.is_empty() {
-            Vec::new() // (an empty filter would take every QEMU process)
-        } else {
-            discover(&self.cfg.proc_root, &filter)
-        };
-        let mut kept = Vec::with_capacity(found.len());
-        for vm in found {
-            let old = self.vms.iter().position(|t| t.vm.pid == vm.pid);
-            let same = old.filter(|&i| {
-                let t = &self.vms[i];
-                starttime(&self.cfg.proc_root, vm.pid, vm.pid).ok() == Some(t.starttime)
-                    && (t.vm.vcpus == vm.vcpus
-                        || self.virsh.is_some()
-                        || self.entry(&vm.name).is_some_and(|(_, c)| c.qmp.is_some()))
-            });
-            if let Some(i) = same {
-                kept.push(self.vms.swap_remove(i));
-                continue;
-            }
-            let entry = self.entry(&vm.name);
-            match track(&self.cfg, vm, entry, self.virsh.as_ref()) {
-                Ok(t) => kept.push(t),
-                Err(e) if strict => return Err(e),
-                Err(e) => {
-                    tracing::warn!("{e}");
-                    self.count("discovery");
-                }
-            }
-        }
-        let gone = std::mem::take(&mut self.vms);
-        for t in &gone {
-            for v in &t.vm.vcpus {
-                self.placed.remove(&v.tid);
-            }
-        }
-        kept.sort_by_key(|t| t.vm.pid);
+        let (kept, gone) = found?;
         self.vms = kept;
         if !gone.is_empty() {
-            self.prune_groups();
+            self.groups.forget(&gone, &self.vms, &mut self.errors);
         }
         Ok(())
     }
 
-    /// Removes the groups no watched VM's thread belongs under any more: on v2 a gone VM's
-    /// cgroup cannot be removed by its manager while our child is in it.
-    fn prune_groups(&mut self) {
-        let Some((cgroup, _)) = self.hierarchy.clone() else {
-            return;
-        };
-        let in_use: BTreeSet<PathBuf> = (self.vms.iter())
-            .flat_map(|t| &t.vm.vcpus)
-            .filter_map(|v| self.parent_of(v.tid))
-            .collect();
-        let unused: Vec<(PathBuf, Pool)> = (self.groups.keys())
-            .filter(|(parent, _)| !in_use.contains(parent))
-            .cloned()
-            .collect();
-        for (parent, pool) in unused {
-            self.groups.remove(&(parent.clone(), pool));
-            if let Err(e) = remove_pool(cgroup, &parent.join(pool.dir_name())) {
-                tracing::warn!("removing a gone VM's group: {e}");
-                self.count("restore");
-            }
-        }
-    }
-
-    /// The directory thread `tid`'s pools are made in: the root on v1, on v2 the cgroup it was
-    /// in when recorded. `None`: not recorded (never moved).
-    fn parent_of(&self, tid: i32) -> Option<PathBuf> {
-        match self.state.cgroup {
-            Cgroup::V1 => Some(self.state.cpuset_root.clone()),
-            Cgroup::V2 => {
-                let group = self.state.threads.get(&tid)?.group.as_ref()?;
-                Some(self.state.dir_of(group))
-            }
-        }
-    }
-
     /// How the pools are made, for the start line and check-config.
     pub fn pools_text(&self) -> String {
-        match &self.hierarchy {
-            Some((Cgroup::V1, root)) => {
-                format!("cgroup v1: cpuset groups in {}", root.display())
-            }
-            Some((Cgroup::V2, root)) => format!(
-                "cgroup v2: a threaded cpuset group beside each vCPU thread, under its own \
-                 cgroup in {}",
-                root.display()
-            ),
-            None => "no cpuset controller found (a dry run: none is needed)".to_string(),
-        }
-    }
-
-    fn entry(&self, name: &str) -> Option<(usize, &VmConfig)> {
-        self.cfg
-            .vms
-            .iter()
-            .enumerate()
-            .find(|(_, c)| c.name == name)
+        self.groups.text()
     }
 
     /// Where ia-rotate's core classes came from (`None` under diff).
@@ -665,22 +288,7 @@ impl HostAgent {
         let ql_max = self.cfg.thresholds.ql_max;
         let mut ring_errors = 0;
         for t in &mut self.vms {
-            let now = t.sensor.read_net();
-            let d = net_delta(&t.last_net, &now);
-            t.last_net = now;
-            let fill = t.rings.as_mut().and_then(|r| {
-                r.fill(ql_max)
-                    .inspect_err(|e| {
-                        ring_errors += 1;
-                        tracing::debug!("{e}");
-                    })
-                    .ok()
-                    .flatten()
-            });
-            t.samples
-                .push(ring_sample(&d.interval(fill), period_ns, ql_max));
-            t.dropped += d.tap.to_guest_dropped;
-            t.sent += d.tap.from_guest;
+            ring_errors += t.sample(period_ns, ql_max) as u64;
         }
         if ring_errors > 0 {
             *self.errors.entry("rx_ring").or_default() += ring_errors;
@@ -699,25 +307,21 @@ impl HostAgent {
         // A VM is gone when a vCPU's schedstat cannot be read and its QEMU is not the one we
         // found (its start time is only read then: not every window for every VM).
         let mut readings = Vec::with_capacity(self.vms.len());
-        let mut dropped = false;
+        let mut gone = Vec::new();
         for mut t in std::mem::take(&mut self.vms) {
-            let r = t.sensor.read_cpu();
-            let pid = t.vm.pid;
-            if r.vcpus.iter().any(Option::is_none)
-                && starttime(&self.cfg.proc_root, pid, pid).ok() != Some(t.starttime)
-            {
-                self.count("vm_gone");
-                dropped = true;
-                for v in &t.vm.vcpus {
-                    self.placed.remove(&v.tid);
+            match t.read_cpu(&self.cfg.proc_root) {
+                Some(r) => {
+                    self.vms.push(t);
+                    readings.push(r);
                 }
-                continue;
+                None => {
+                    count(&mut self.errors, "vm_gone");
+                    gone.push(t);
+                }
             }
-            self.vms.push(t);
-            readings.push(r);
         }
-        if dropped {
-            self.prune_groups();
+        if !gone.is_empty() {
+            self.groups.forget(&gone, &self.vms, &mut self.errors);
         }
         let mut cpu = Vec::with_capacity(self.vms.len());
         let mut rows = Vec::with_capacity(self.vms.len());
@@ -759,12 +363,12 @@ impl HostAgent {
             self.diff_window(&cpu)?
         };
         let mut json = json!({
-            "t": crate::now_unix(),
+            "t": colosched_sys::now_unix(),
             "window": self.windows,
             "scheduler": self.cfg.scheduler.name(),
             "dry_run": self.cfg.dry_run,
             "cpusets": self.cfg.cpusets,
-            "cgroup": self.hierarchy.as_ref().map(|(c, _)| c.name()),
+            "cgroup": self.groups.hierarchy.as_ref().map(|(c, _)| c.name()),
             "cpus": cpu_list(&self.cpus),
             "vms": rows,
             "changes": changes,
@@ -779,7 +383,7 @@ impl HostAgent {
                 .map_err(|e| Error::Runtime(format!("decision log: {e}")))?;
         }
         if let Ok(mut m) = self.metrics.lock() {
-            m.observe(&json, self.placed.len());
+            m.observe(&json, self.groups.placed());
         }
         if self
             .windows
@@ -813,7 +417,7 @@ impl HostAgent {
         let (ns_vms, ns_cpus) = pools_built(&plan, m);
         let changes = match (self.cfg.dry_run, ns_cpus) {
             (true, _) => 0,
-            (false, 0) if self.groups.is_empty() && self.state.threads.is_empty() => 0,
+            (false, 0) if self.groups.untouched() => 0,
             (false, 0) => self.release()?.threads,
             (false, _) => {
                 let groups = [
@@ -827,7 +431,8 @@ impl HostAgent {
                         Pool::Nn
                     }
                 };
-                self.apply(&groups, &want)?
+                self.groups
+                    .apply(&self.cfg, &self.vms, &groups, &want, &mut self.errors)?
             }
         };
         let names = |ns: bool| -> Vec<String> {
@@ -869,7 +474,7 @@ impl HostAgent {
             .vms
             .iter()
             .map(|t| RotVm {
-                key: vm_key(t),
+                key: t.key(),
                 shape: VmShape {
                     weight: t.weight,
                     vcpus: t.vm.vcpus.len(),
@@ -879,13 +484,13 @@ impl HostAgent {
         if let Some((prev_vms, prev)) = &ia.prev {
             let mut runs = Vec::new();
             for (t, (d, _)) in self.vms.iter().zip(cpu) {
-                let Some(cores) = prev.cores_of(vm_key(t)) else {
+                let Some(cores) = prev.cores_of(t.key()) else {
                     continue;
                 };
                 for (v, &core) in d.vcpus.iter().zip(cores) {
                     if let Some(v) = v {
                         runs.push(VcpuRun {
-                            vm: vm_key(t),
+                            vm: t.key(),
                             core,
                             run_ns: v.run_ns,
                             wait_ns: v.wait_ns,
@@ -935,241 +540,41 @@ impl HostAgent {
         let changes = if self.cfg.dry_run {
             0
         } else {
-            self.apply(&groups, &|vm, i| Pool::Cpu(pins[vm][i]))?
+            self.groups.apply(
+                &self.cfg,
+                &self.vms,
+                &groups,
+                &|vm, i| Pool::Cpu(pins[vm][i]),
+                &mut self.errors,
+            )?
         };
         let classes = json!({"source": source, "fast": fast});
         Ok((vec![("classes", classes)], (Vec::new(), 0), changes))
     }
 
-    /// Makes the host match a decision: the groups exist with their CPUs, and the vCPU `i` of
-    /// VM `vm` sits in group `want(vm, i)` with that group's slice. Each thread not yet where it
-    /// belongs is recorded, with each group and (v2) each `cgroup.subtree_control` about to be
-    /// changed, then one save, before anything is changed. With `pools.cpusets = false` only
-    /// the slices change. Returns the threads changed.
-    fn apply(
-        &mut self,
-        groups: &[(Pool, String)],
-        want: &dyn Fn(usize, usize) -> Pool,
-    ) -> Result<usize> {
-        let mut moves = Vec::new();
-        for (n, t) in self.vms.iter().enumerate() {
-            for (i, v) in t.vm.vcpus.iter().enumerate() {
-                let pool = want(n, i);
-                if self.placed.get(&v.tid) != Some(&pool) {
-                    moves.push((t.vm.pid, v.tid, pool));
-                }
-            }
-        }
-        let cpusets = self.cfg.cpusets;
-        let (ns_ms, nn_ms) = (self.cfg.nsvm_slice_ms, self.cfg.nnvm_slice_ms);
-        let slice_ms = move |pool| match pool {
-            Pool::Ns => ns_ms,
-            Pool::Nn => nn_ms,
-            Pool::Cpu(_) => 0.0,
-        };
-        let mut ready = Vec::with_capacity(moves.len());
-        for &(pid, tid, pool) in &moves {
-            let slice = (slice_ms(pool) > 0.0).then_some(self.default_slice_ns);
-            match self
-                .state
-                .record(&self.cfg.proc_root, pid, tid, cpusets, slice)
-            {
-                Ok(()) => ready.push((tid, pool)),
-                Err(_) => self.count("gone"),
-            }
-        }
-        // The groups wanted: v1 every pool at the root; v2 each pool a thread moves into, under
-        // that thread's own cgroup (a pool no thread needs is not made there).
-        let cgroup = self.state.cgroup;
-        let wanted: BTreeSet<(PathBuf, Pool)> = match (cpusets, cgroup) {
-            (false, _) => BTreeSet::new(),
-            (true, Cgroup::V1) => groups
-                .iter()
-                .map(|(p, _)| (self.state.cpuset_root.clone(), *p))
-                .collect(),
-            (true, Cgroup::V2) => ready
-                .iter()
-                .filter_map(|&(tid, pool)| Some((self.parent_of(tid)?, pool)))
-                .collect(),
-        };
-        let new: Vec<(PathBuf, Pool)> = (wanted.into_iter())
-            .filter(|k| !self.groups.contains_key(k))
-            .collect();
-        let mut enable = Vec::new();
-        for (parent, pool) in &new {
-            let dir = parent.join(pool.dir_name());
-            if !self.state.pools.contains(&dir) {
-                self.state.pools.push(dir);
-            }
-            if cgroup == Cgroup::V2 {
-                let group = parent
-                    .strip_prefix(&self.state.cpuset_root)
-                    .unwrap_or(parent);
-                let missing =
-                    cgroup2::cpuset_missing(&self.state.cpuset_root, &group.to_string_lossy())
-                        .map_err(|e| Error::Runtime(format!("reading subtree_control: {e}")))?;
-                for dir in missing {
-                    if !enable.contains(&dir) {
-                        enable.push(dir);
-                    }
-                }
-            }
-        }
-        for dir in &enable {
-            if !self.state.subtree_control.contains(dir) {
-                self.state.subtree_control.push(dir.clone());
-            }
-        }
-        let path = &self.cfg.state_file;
-        self.state.save(path).map_err(|e| Error::state(path, e))?;
-
-        // Root first: a group can enable cpuset for its children only when its parent has.
-        for dir in &enable {
-            cgroup2::enable_cpuset(dir)
-                .map_err(|e| Error::Runtime(format!("enabling cpuset for the pools: {e}")))?;
-        }
-        let cpus_of = |pool: &Pool| groups.iter().find(|(p, _)| p == pool).map(|(_, c)| c);
-        let mut touched = Vec::new();
-        for ((parent, pool), now) in &mut self.groups {
-            match cpus_of(pool) {
-                Some(cpus) if cpus != now => {
-                    set_cpus(&parent.join(pool.dir_name()), cpus)
-                        .map_err(|e| Error::Runtime(format!("group CPUs: {e}")))?;
-                    *now = cpus.clone();
-                    touched.push(parent.join(pool.dir_name()));
-                }
-                _ => {}
-            }
-        }
-        for (parent, pool) in new {
-            let (name, cpus) = (pool.dir_name(), cpus_of(&pool).cloned().unwrap_or_default());
-            cgroup.create(&parent, &name, &cpus).map_err(|e| {
-                let hint = if e.kind() == std::io::ErrorKind::AlreadyExists {
-                    " (not this agent's: remove it, or run `colosched host restore`)"
-                } else {
-                    ""
-                };
-                Error::Runtime(format!("making group {name}: {e}{hint}"))
-            })?;
-            touched.push(parent.join(&name));
-            self.groups.insert((parent, pool), cpus);
-        }
-        if cgroup == Cgroup::V2 {
-            // v2 takes CPUs its parent has not without a word, and gives the parent's instead.
-            for dir in touched {
-                self.check_effective(&dir);
-            }
-        }
-
-        let mut changed = 0;
-        for (tid, pool) in ready {
-            let attached = match self.parent_of(tid) {
-                Some(parent) if self.groups.contains_key(&(parent.clone(), pool)) => {
-                    cgroup.attach(&parent.join(pool.dir_name()), tid)
-                }
-                _ => Ok(()), // slices alone (pools.cpusets = false)
-            };
-            if let Err(e) = attached {
-                self.count(if e.raw_os_error() == Some(libc::ESRCH) {
-                    "gone"
-                } else {
-                    "attach"
-                });
-                continue;
-            }
-            // A thread its group gives no slice gets back the one it had.
-            let ns = match slice_ms(pool) {
-                ms if ms > 0.0 => Some((ms * 1e6) as u64),
-                _ => self.state.threads.get(&tid).and_then(|s| s.slice_ns),
-            };
-            if let Some(ns) = ns {
-                if let Err(e) = slice::set_slice_ns(tid, ns) {
-                    self.count(if e.raw_os_error() == Some(libc::ESRCH) {
-                        "gone"
-                    } else {
-                        "slice"
-                    });
-                }
-            }
-            self.placed.insert(tid, pool);
-            changed += 1;
-        }
-        Ok(changed)
-    }
-
-    /// Warns (and counts `narrowed`) when v2 gave the group `dir` other CPUs than it was given.
-    fn check_effective(&mut self, dir: &Path) {
-        let read =
-            |f: &str| std::fs::read_to_string(dir.join(f)).map(|t| t.trim().parse::<CpuSet>());
-        if let (Ok(Ok(asked)), Ok(Ok(got))) = (read("cpuset.cpus"), read("cpuset.cpus.effective")) {
-            if asked != got {
-                tracing::warn!(
-                    "{}: CPUs {asked} asked, the kernel gives {got} (those of its parent: the \
-                     VM's own cgroup does not have them)",
-                    dir.display()
-                );
-                self.count("narrowed");
-            }
-        }
-    }
-
     /// Puts back everything recorded and removes the groups and the state file.
     pub fn release(&mut self) -> Result<Restored> {
-        let r = self.state.restore(&self.cfg.proc_root);
-        for e in &r.errors {
-            tracing::warn!("restore: {e}");
-            self.count("restore");
-        }
-        self.groups.clear(); // removed by the restore
-        self.placed.clear();
         if let Some(ia) = &mut self.ia {
             ia.prev = None;
         }
-        self.state = HostState::new(self.state.cgroup, &self.state.cpuset_root.clone());
-        match std::fs::remove_file(&self.cfg.state_file) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                Err(Error::state(&self.cfg.state_file, e))
-            }
-            _ => Ok(r),
-        }
+        self.groups.release(&self.cfg, &mut self.errors)
     }
 
     /// A state file left by an agent that was killed: put back what it changed first.
-    pub fn take_over_state(&mut self) -> Result<Option<String>> {
-        let path = &self.cfg.state_file;
-        if !path.exists() {
-            return Ok(None);
-        }
-        let old = HostState::load(path).map_err(|e| Error::state(path, e))?;
-        let r = old.restore(&self.cfg.proc_root);
-        std::fs::remove_file(path).map_err(|e| Error::state(path, e))?;
-        Ok(Some(format!(
-            "state file of agent {} found: {}",
-            old.agent_pid,
-            summary(&r)
-        )))
+    pub fn take_over_state(&self) -> Result<Option<String>> {
+        take_over_state(&self.cfg)
     }
-}
-
-/// `restore`'s one line.
-pub fn summary(r: &Restored) -> String {
-    let cpuset = match r.cpuset_disabled {
-        0 => String::new(),
-        n => format!(", cpuset taken out of {n} cgroup.subtree_control(s)"),
-    };
-    format!(
-        "put back {} thread(s), {} gone, {} pool(s) removed{cpuset}, {} error(s)",
-        r.threads,
-        r.gone,
-        r.pools_removed,
-        r.errors.len()
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::act::state::HostState;
+    use crate::act::Cgroup;
+    use config::VmConfig;
     use std::fs;
+    use std::path::{Path, PathBuf};
+    use std::time::Duration;
 
     /// A fake host: /proc with one QEMU (pid 4242, vCPU thread 4243, tap `tap0`) per name, and
     /// /sys with the taps' counters and 2 online CPUs.
@@ -1336,7 +741,7 @@ mod tests {
         let h = FakeHost::new(&[(100, "a"), (200, "b"), (300, "c")]);
         let mut c = h.config(&["a", "b", "c"]);
         c.scheduler = Scheduler::IaRotate;
-        c.classes = Some(colosched_host::real::classes::ClassMap {
+        c.classes = Some(crate::real::classes::ClassMap {
             fast: vec![0],
             slow: vec![1],
             sf_fast: 1.5,
@@ -1410,7 +815,7 @@ mod tests {
         (c.dry_run, c.cgroup, c.cgroup2_root) = (false, Some(Cgroup::V2), root.clone());
         c.state_file = h.dir.path().join("state.json");
         c.scheduler = Scheduler::IaRotate;
-        c.classes = Some(colosched_host::real::classes::ClassMap {
+        c.classes = Some(crate::real::classes::ClassMap {
             fast: vec![0],
             slow: vec![1],
             sf_fast: 1.5,
@@ -1476,10 +881,10 @@ mod tests {
 
         // A group the kernel gave its parent's CPUs (the VM's cgroup pinned elsewhere) is told.
         fs::write(made[1].join("cpuset.cpus.effective"), "2-3\n").unwrap();
-        a.check_effective(&made[1]);
+        apply::check_effective(&made[1], &mut a.errors);
         assert_eq!(a.errors.get("narrowed"), Some(&1));
         fs::write(made[1].join("cpuset.cpus.effective"), read_cpus(&made[1])).unwrap();
-        a.check_effective(&made[1]);
+        apply::check_effective(&made[1], &mut a.errors);
         assert_eq!(
             a.errors.get("narrowed"),
             Some(&1),
@@ -1511,7 +916,11 @@ mod tests {
         assert!(e.to_string().starts_with("paths.cgroup2_root: "), "{e}");
         // Auto on a host with neither is an error only when pools are to be made.
         (c.cgroup, c.cpuset_root) = (None, h.dir.path().join("nope"));
-        assert!(HostAgent::new(c.clone()).unwrap().hierarchy.is_none());
+        assert!(HostAgent::new(c.clone())
+            .unwrap()
+            .groups
+            .hierarchy
+            .is_none());
         c.dry_run = false;
         let e = HostAgent::new(c).err().unwrap();
         assert!(
