@@ -10,9 +10,10 @@
 //! sizes, `plan_pools`; ia-rotate: each vCPU's CPU, `rotate::place`) and makes the host match.
 //!
 //! Rooms: `config` parses host.toml; `sense` reads (discovery, per-VM readings, the host's
-//! cgroup and CPU files); `apply` changes (groups, pools, slices, restore); this file senses,
-//! decides and acts once per window; `run` is the process around it (lock, signals, metrics,
-//! restore); `metrics` its `/metrics`; `error` its errors.
+//! cgroup and CPU files); `strategy` decides (diff, ia-rotate: one trait); `apply` changes
+//! (groups, pools, slices, restore); this file senses, decides and acts once per window; `run`
+//! is the process around it (lock, signals, metrics, restore); `metrics` its `/metrics`; `error`
+//! its errors.
 //!
 //! Everything it changes is recorded in the state file before it is changed (`act::state`) and
 //! put back when no NSVM is left (the host as it was: no pools), on exit, on SIGTERM, or by
@@ -24,32 +25,26 @@ pub mod error;
 pub mod metrics;
 pub mod run;
 pub mod sense;
+pub mod strategy;
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
 use colosched_core::cpuset::CpuSet;
-use colosched_core::Rng;
 use colosched_qemu::SharedVirsh;
 use serde_json::{json, Value};
 
 use crate::act::slice;
 use crate::act::state::Restored;
-use crate::decide::diff::{
-    plan_pools, pools_built, window_stats, NsvmThresholds, RingStats, VmKind, VmNeed,
-};
-use crate::decide::ia::{CoreClass, VmShape};
-use crate::decide::rotate::{
-    account, class_of, place, Ledger, Placement, RotVm, RotateParams, VcpuRun,
-};
-use crate::real::classes::{read_classes, HostClasses};
-use crate::real::{cpu_delta, CpuDelta};
-use apply::{count, Counts, Groups, Pool};
+use crate::decide::diff::{window_stats, NsvmThresholds, RingStats, VmKind};
+use crate::real::cpu_delta;
+use apply::{count, Counts, Groups};
 pub use apply::{summary, take_over_state, CPU_POOL, NN_POOL, NS_POOL};
-use config::{HostConfig, Scheduler};
+use config::HostConfig;
 pub use error::{Error, Result};
 use metrics::HostMetrics;
 use sense::Tracked;
+use strategy::{Seen, Strategy, Want};
 
 /// One window: what each VM showed, the decision, and what was changed.
 #[derive(Debug)]
@@ -61,15 +56,6 @@ pub struct Window {
     pub changes: usize,
 }
 
-/// spec 001 on Linux (`scheduler = "ia-rotate"`): the host's classes, the scaled-resource
-/// ledger and the placement in force, with the VMs it was made for.
-struct Ia {
-    classes: HostClasses,
-    ledger: Ledger,
-    params: RotateParams,
-    prev: Option<(Vec<RotVm>, Placement)>,
-}
-
 pub struct HostAgent {
     pub cfg: HostConfig,
     /// The CPUs the pools share, ascending.
@@ -77,8 +63,8 @@ pub struct HostAgent {
     pub vms: Vec<Tracked>,
     /// The groups made and the threads in them.
     pub groups: Groups,
-    rng: Rng,
-    ia: Option<Ia>,
+    /// The scheduler: what the loop applies each window.
+    strategy: Box<dyn Strategy>,
     ticks: u32,
     pub windows: u64,
     /// Errors by kind (gone, attach, slice, qmp, vm_gone, restore), counted, never fatal.
@@ -125,7 +111,7 @@ fn kind_name(k: VmKind) -> &'static str {
     }
 }
 
-fn cpu_list(cpus: &[usize]) -> String {
+pub(crate) fn cpu_list(cpus: &[usize]) -> String {
     cpus.iter().copied().collect::<CpuSet>().to_string()
 }
 
@@ -189,46 +175,14 @@ impl HostAgent {
                     .map_err(|e| Error::config("decision_log", format!("{}: {e}", p.display())))?,
             )),
         };
-        let ia = match cfg.scheduler {
-            Scheduler::Diff => None,
-            Scheduler::IaRotate => {
-                let key = if cfg.classes.is_some() {
-                    "classes"
-                } else {
-                    "paths.sys_root"
-                };
-                let classes = read_classes(&cfg.sys_root, &cpus, cfg.classes.as_ref())
-                    .map_err(|e| Error::config(key, e))?;
-                if classes.single_class() {
-                    return Err(Error::config(
-                        "scheduler",
-                        format!(
-                            "ia-rotate needs two core classes; this host has one ({}): give \
-                             [classes] fast, slow and sf_fast, or use scheduler = \"diff\"",
-                            classes.source
-                        ),
-                    ));
-                }
-                let params = RotateParams {
-                    cycle_ns: cfg.window_ms as u64 * 1_000_000,
-                    ..RotateParams::default()
-                };
-                Some(Ia {
-                    classes,
-                    ledger: Ledger::new(),
-                    params,
-                    prev: None,
-                })
-            }
-        };
+        let strategy = strategy::for_config(&cfg, &cpus)?;
         let virsh = sense::libvirt_session(&cfg)?;
         let mut agent = HostAgent {
             groups: Groups::new(hierarchy, &cfg.cpuset_root, default_slice_ns),
-            rng: Rng::new(cfg.seed),
             cfg,
             cpus,
             vms: Vec::new(),
-            ia,
+            strategy,
             ticks: 0,
             windows: 0,
             errors: Counts::new(),
@@ -265,7 +219,7 @@ impl HostAgent {
 
     /// Where ia-rotate's core classes came from (`None` under diff).
     pub fn classes_source(&self) -> Option<&str> {
-        self.ia.as_ref().map(|ia| ia.classes.source.as_str())
+        self.strategy.classes_source()
     }
 
     /// The configured VMs no QEMU process runs now.
@@ -357,10 +311,22 @@ impl HostAgent {
             t.samples.clear();
             (t.dropped, t.sent) = (0, 0);
         }
-        let (decision, built, changes) = if self.ia.is_some() {
-            self.ia_window(&cpu, &mut rows)?
-        } else {
-            self.diff_window(&cpu)?
+        let seen = Seen {
+            vms: &self.vms,
+            cpu: &cpu,
+        };
+        let d = self.strategy.decide(&seen, &mut rows)?;
+        let changes = match (self.cfg.dry_run, d.want) {
+            (true, _) => 0,
+            (false, Want::AsItWas) if self.groups.untouched() => 0,
+            (false, Want::AsItWas) => self.release()?.threads,
+            (false, Want::Seats { groups, seats }) => self.groups.apply(
+                &self.cfg,
+                &self.vms,
+                &groups,
+                &|vm, i| seats[vm][i],
+                &mut self.errors,
+            )?,
         };
         let mut json = json!({
             "t": colosched_sys::now_unix(),
@@ -374,7 +340,7 @@ impl HostAgent {
             "changes": changes,
             "errors": self.errors,
         });
-        for (k, v) in decision {
+        for (k, v) in d.log {
             json[k] = v;
         }
         if let Some(log) = &mut self.log {
@@ -393,170 +359,14 @@ impl HostAgent {
         }
         Ok(Window {
             json,
-            built,
+            built: d.built,
             changes,
         })
     }
 
-    /// Spec 002: size the pools from the VMs' kinds and loads, and make them real. Returns the
-    /// log's `plan` and `pools`, the NSVMs and the NSVM pool's size, and the threads changed.
-    #[allow(clippy::type_complexity)]
-    fn diff_window(
-        &mut self,
-        cpu: &[(CpuDelta, VmKind)],
-    ) -> Result<(Vec<(&'static str, Value)>, (Vec<String>, usize), usize)> {
-        let needs: Vec<VmNeed> = (self.vms.iter().zip(cpu))
-            .map(|(t, (d, kind))| VmNeed {
-                kind: *kind,
-                weight: t.weight,
-                load: d.load(),
-            })
-            .collect();
-        let m = self.cpus.len();
-        let plan = plan_pools(m, &needs, &mut self.rng, &self.cfg.pools);
-        let (ns_vms, ns_cpus) = pools_built(&plan, m);
-        let changes = match (self.cfg.dry_run, ns_cpus) {
-            (true, _) => 0,
-            (false, 0) if self.groups.untouched() => 0,
-            (false, 0) => self.release()?.threads,
-            (false, _) => {
-                let groups = [
-                    (Pool::Ns, cpu_list(&self.cpus[..ns_cpus])),
-                    (Pool::Nn, cpu_list(&self.cpus[ns_cpus..])),
-                ];
-                let want = |vm: usize, _| {
-                    if ns_vms.contains(&vm) {
-                        Pool::Ns
-                    } else {
-                        Pool::Nn
-                    }
-                };
-                self.groups
-                    .apply(&self.cfg, &self.vms, &groups, &want, &mut self.errors)?
-            }
-        };
-        let names = |ns: bool| -> Vec<String> {
-            (0..self.vms.len())
-                .filter(|i| ns_vms.contains(i) == ns)
-                .map(|i| self.vms[i].vm.name.clone())
-                .collect()
-        };
-        let pools = (ns_cpus > 0).then(|| {
-            json!({
-                "nsvm": {"cpus": cpu_list(&self.cpus[..ns_cpus]), "vms": names(true),
-                         "slice_ms": self.cfg.nsvm_slice_ms},
-                "nnvm": {"cpus": cpu_list(&self.cpus[ns_cpus..]), "vms": names(false),
-                         "slice_ms": self.cfg.nnvm_slice_ms},
-            })
-        });
-        let plan = json!({"ns_cpus": plan.ns_cpus, "nn_cpus": plan.nn_cpus,
-                          "ns_exact": plan.ns_exact, "nn_exact": plan.nn_exact});
-        let built = (if ns_cpus > 0 { names(true) } else { Vec::new() }, ns_cpus);
-        Ok((
-            vec![("plan", plan), ("pools", pools.into())],
-            built,
-            changes,
-        ))
-    }
-
-    /// Spec 001 on Linux: charge each VM the scaled work its vCPUs did in the cycle that ended
-    /// (`rotate::account`), place every vCPU for the next one (`rotate::place`) and pin each
-    /// thread to its CPU's group. Adds each VM's CPUs, class and balance to its log row.
-    #[allow(clippy::type_complexity)]
-    fn ia_window(
-        &mut self,
-        cpu: &[(CpuDelta, VmKind)],
-        rows: &mut [Value],
-    ) -> Result<(Vec<(&'static str, Value)>, (Vec<String>, usize), usize)> {
-        let ia = self.ia.as_mut().expect("ia-rotate");
-        let platform = &ia.classes.platform;
-        let vms: Vec<RotVm> = self
-            .vms
-            .iter()
-            .map(|t| RotVm {
-                key: t.key(),
-                shape: VmShape {
-                    weight: t.weight,
-                    vcpus: t.vm.vcpus.len(),
-                },
-            })
-            .collect();
-        if let Some((prev_vms, prev)) = &ia.prev {
-            let mut runs = Vec::new();
-            for (t, (d, _)) in self.vms.iter().zip(cpu) {
-                let Some(cores) = prev.cores_of(t.key()) else {
-                    continue;
-                };
-                for (v, &core) in d.vcpus.iter().zip(cores) {
-                    if let Some(v) = v {
-                        runs.push(VcpuRun {
-                            vm: t.key(),
-                            core,
-                            run_ns: v.run_ns,
-                            wait_ns: v.wait_ns,
-                        });
-                    }
-                }
-            }
-            account(&mut ia.ledger, platform, prev_vms, &runs, &ia.params);
-        }
-        let placement = place(
-            platform,
-            &vms,
-            &ia.ledger,
-            ia.prev.as_ref().map(|p| &p.1),
-            &ia.params,
-        )
-        .map_err(|e| Error::Runtime(format!("ia-rotate placement: {e}")))?;
-        let cpus_of = |n: usize| -> Vec<usize> {
-            placement.cores[n]
-                .iter()
-                .map(|&c| ia.classes.cpus[c])
-                .collect()
-        };
-        let mut fast = Vec::new();
-        for (n, row) in rows.iter_mut().enumerate() {
-            let class = class_of(platform, &placement.cores[n]);
-            if class == Some(CoreClass::Fast) {
-                fast.push(self.vms[n].vm.name.clone());
-            }
-            row["cpus_next"] = json!(cpus_of(n));
-            row["class_next"] = json!(match class {
-                Some(CoreClass::Fast) => "fast",
-                Some(CoreClass::Slow) => "slow",
-                None => "both",
-            });
-            row["sr_per_weight"] = json!(ia.ledger.get(vms[n].key).map(|a| a.per_weight()));
-        }
-        let groups: Vec<(Pool, String)> = ia
-            .classes
-            .cpus
-            .iter()
-            .map(|&c| (Pool::Cpu(c), c.to_string()))
-            .collect();
-        let pins: Vec<Vec<usize>> = (0..vms.len()).map(cpus_of).collect();
-        let source = ia.classes.source.clone();
-        ia.prev = Some((vms, placement));
-        let changes = if self.cfg.dry_run {
-            0
-        } else {
-            self.groups.apply(
-                &self.cfg,
-                &self.vms,
-                &groups,
-                &|vm, i| Pool::Cpu(pins[vm][i]),
-                &mut self.errors,
-            )?
-        };
-        let classes = json!({"source": source, "fast": fast});
-        Ok((vec![("classes", classes)], (Vec::new(), 0), changes))
-    }
-
     /// Puts back everything recorded and removes the groups and the state file.
     pub fn release(&mut self) -> Result<Restored> {
-        if let Some(ia) = &mut self.ia {
-            ia.prev = None;
-        }
+        self.strategy.reset();
         self.groups.release(&self.cfg, &mut self.errors)
     }
 
@@ -571,7 +381,7 @@ mod tests {
     use super::*;
     use crate::act::state::HostState;
     use crate::act::Cgroup;
-    use config::VmConfig;
+    use config::{Scheduler, VmConfig};
     use std::fs;
     use std::path::{Path, PathBuf};
     use std::time::Duration;
