@@ -25,6 +25,9 @@ pub enum Error {
     /// Anything else at run time (the metrics listener, the signal pipe, the decision log).
     #[error("{0}")]
     Runtime(String),
+    /// The host agent's (`colosched-agent host`), as it says it.
+    #[error(transparent)]
+    Host(#[from] colosched_host::agent::Error),
 }
 
 impl Error {
@@ -54,6 +57,7 @@ impl Error {
         match self {
             Error::Config { .. } | Error::Syntax(_) => true,
             Error::InFile { source, .. } => source.is_usage(),
+            Error::Host(e) => e.is_usage(),
             _ => false,
         }
     }
@@ -83,24 +87,6 @@ impl From<colosched_sys::lock::LockError> for Error {
         Error::State {
             path: e.path,
             msg: e.msg,
-        }
-    }
-}
-
-/// The host agent's errors are the same kinds, with the same messages.
-impl From<colosched_host::agent::Error> for Error {
-    fn from(e: colosched_host::agent::Error) -> Error {
-        use colosched_host::agent::Error as E;
-        match e {
-            E::Config { key, msg } => Error::Config { key, msg },
-            E::State { path, msg } => Error::State { path, msg },
-            E::Read { path, msg } => Error::Read { path, msg },
-            E::Syntax(msg) => Error::Syntax(msg),
-            E::InFile { path, source } => Error::InFile {
-                path,
-                source: Box::new((*source).into()),
-            },
-            E::Runtime(msg) => Error::Runtime(msg),
         }
     }
 }
