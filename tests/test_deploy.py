@@ -152,7 +152,7 @@ def exported_metrics() -> set[str]:
     """The series names the agents' registries export (from their source: each registry's
     prefix and registered names; a counter adds `_total`, a histogram `_bucket`)."""
     names = set()
-    for path in ("crates/agent/src/metrics.rs", "crates/agent/src/host/metrics.rs"):
+    for path in ("crates/agent/src/metrics.rs", "crates/host/src/agent/metrics.rs"):
         text = (ROOT / path).read_text()
         (prefix,) = re.findall(r'Registry::with_prefix\("([a-z_]+)"\)', text)
         for name in re.findall(r'register\(\s*"([a-z_]+)"', text):

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::sense::kubernetes::Kubepods;
 pub use crate::sense::sensor::SensorKind;
 use colosched_sys::cgroupfs::is_cgroup_dir;
+pub(crate) use colosched_sys::config::{parse_table, Section};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActuatorMode {
@@ -95,16 +96,7 @@ impl Default for Config {
     }
 }
 
-/// The metrics address: `HOST:PORT`, or a bare `PORT` / `:PORT`, which binds 127.0.0.1 (the
-/// endpoint is local unless the operator names another address).
-pub fn parse_listen(text: &str) -> std::result::Result<SocketAddr, String> {
-    let port = text.strip_prefix(':').unwrap_or(text);
-    if let Ok(p) = port.parse::<u16>() {
-        return Ok(SocketAddr::from(([127, 0, 0, 1], p)));
-    }
-    text.parse()
-        .map_err(|_| format!("{text:?} is not an address like 127.0.0.1:9464 or a port"))
-}
+pub use colosched_sys::metrics::parse_listen;
 
 /// `limits.max_moves_per_cycle` at most: the kernel's PID_MAX_LIMIT, more processes than a
 /// machine can have.
@@ -229,156 +221,11 @@ const KNOWN: &[(&str, &[&str])] = &[
     ("metrics", &["listen"]),
 ];
 
-/// A typed view of one TOML table that names `section.key` in every error.
-pub(crate) struct Section<'a> {
-    pub name: String,
-    pub table: Option<&'a toml::Table>,
-}
-
-impl<'a> Section<'a> {
-    pub fn key(&self, k: &str) -> String {
-        if self.name.is_empty() {
-            k.to_string()
-        } else {
-            format!("{}.{k}", self.name)
-        }
-    }
-    pub fn get(&self, k: &str) -> Option<&'a toml::Value> {
-        self.table?.get(k)
-    }
-    pub fn num(&self, k: &str) -> Result<Option<f64>> {
-        match self.get(k) {
-            None => Ok(None),
-            Some(toml::Value::Float(f)) => Ok(Some(*f)),
-            Some(toml::Value::Integer(i)) => Ok(Some(*i as f64)),
-            Some(v) => Err(Error::config(
-                self.key(k),
-                format!("expected a number, got {}", v.type_str()),
-            )),
-        }
-    }
-    pub fn str(&self, k: &str) -> Result<Option<&'a str>> {
-        match self.get(k) {
-            None => Ok(None),
-            Some(toml::Value::String(s)) => Ok(Some(s)),
-            Some(v) => Err(Error::config(
-                self.key(k),
-                format!("expected a string, got {}", v.type_str()),
-            )),
-        }
-    }
-    pub fn bool(&self, k: &str) -> Result<Option<bool>> {
-        match self.get(k) {
-            None => Ok(None),
-            Some(toml::Value::Boolean(b)) => Ok(Some(*b)),
-            Some(v) => Err(Error::config(
-                self.key(k),
-                format!("expected true or false, got {}", v.type_str()),
-            )),
-        }
-    }
-    pub fn strings(&self, k: &str) -> Result<Option<Vec<String>>> {
-        let Some(v) = self.get(k) else {
-            return Ok(None);
-        };
-        let bad = || Error::config(self.key(k), "expected a list of strings");
-        let arr = v.as_array().ok_or_else(bad)?;
-        arr.iter()
-            .map(|x| x.as_str().map(str::to_string).ok_or_else(bad))
-            .collect::<Result<_>>()
-            .map(Some)
-    }
-    pub fn paths(&self, k: &str) -> Result<Vec<PathBuf>> {
-        let list = self.strings(k)?.unwrap_or_default();
-        if list.iter().any(|p| p.trim().is_empty()) {
-            return Err(Error::config(self.key(k), "an empty path"));
-        }
-        Ok(list.into_iter().map(PathBuf::from).collect())
-    }
-    /// A TOML integer from `lo` to `hi`. A float is refused, even a whole one (`1e300`, `2.0`):
-    /// a count written as a float is a mistake, and past 2^53 a float is not the integer it
-    /// reads as.
-    pub fn int(&self, k: &str, lo: i64, hi: i64) -> Result<Option<i64>> {
-        let what = || format!("an integer from {lo} to {hi}");
-        match self.get(k) {
-            None => Ok(None),
-            Some(toml::Value::Integer(i)) if (lo..=hi).contains(i) => Ok(Some(*i)),
-            Some(toml::Value::Integer(i)) => Err(Error::config(
-                self.key(k),
-                format!("must be {}, got {i}", what()),
-            )),
-            Some(toml::Value::Float(f)) => Err(Error::config(
-                self.key(k),
-                format!("must be {}, got the float {f:?}", what()),
-            )),
-            Some(v) => Err(Error::config(
-                self.key(k),
-                format!("must be {}, got {}", what(), v.type_str()),
-            )),
-        }
-    }
-    /// A number that must satisfy `ok`, described by `what` in the error.
-    pub fn checked(&self, k: &str, what: &str, ok: impl Fn(f64) -> bool) -> Result<Option<f64>> {
-        match self.num(k)? {
-            Some(x) if !(x.is_finite() && ok(x)) => Err(Error::config(
-                self.key(k),
-                format!("must be {what}, got {x}"),
-            )),
-            x => Ok(x),
-        }
-    }
-}
-
 /// A config file read and parsed by `parse`, its errors named with the file.
 pub(crate) fn load_with<C>(path: &Path, parse: impl Fn(&str) -> Result<C>) -> Result<C> {
     let in_file = |e| Error::in_file(path, e);
     let text = std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
     parse(&text).map_err(in_file)
-}
-
-/// TOML text as a table whose keys are all in `known` (see `check_known`); a syntax error on one
-/// line, with its line and column.
-pub(crate) fn parse_table(text: &str, known: &[(&str, &[&str])]) -> Result<toml::Table> {
-    let root: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| Error::Syntax(e.to_string().trim().replace('\n', " ")))?;
-    check_known(&root, known)?;
-    Ok(root)
-}
-
-/// Refuses a key `known` does not list (a typo must not fall back to a default silently) and a
-/// section that is not a table. `known` maps each section ("" = the top level) to its keys.
-fn check_known(root: &toml::Table, known: &[(&str, &[&str])]) -> Result<()> {
-    for (section, keys) in known {
-        let table = if section.is_empty() {
-            Some(root)
-        } else {
-            match root.get(*section) {
-                None => None,
-                Some(toml::Value::Table(t)) => Some(t),
-                Some(_) => {
-                    return Err(Error::config(
-                        *section,
-                        format!("expected a table [{section}]"),
-                    ))
-                }
-            }
-        };
-        for k in table.into_iter().flat_map(|t| t.keys()) {
-            if !keys.contains(&k.as_str()) {
-                let name = if section.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{section}.{k}")
-                };
-                return Err(Error::config(
-                    name,
-                    format!("unknown key (known: {})", keys.join(", ")),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 impl Config {
@@ -1000,17 +847,6 @@ mod tests {
             "{e}"
         );
         with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "1".into()])).unwrap();
-    }
-
-    #[test]
-    fn metrics_listen_defaults_to_loopback() {
-        assert_eq!(parse_listen("9464").unwrap().to_string(), "127.0.0.1:9464");
-        assert_eq!(parse_listen(":9464").unwrap().to_string(), "127.0.0.1:9464");
-        assert_eq!(
-            parse_listen("0.0.0.0:9464").unwrap().to_string(),
-            "0.0.0.0:9464"
-        );
-        assert!(parse_listen("localhost").is_err());
     }
 
     #[test]

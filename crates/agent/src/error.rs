@@ -25,6 +25,9 @@ pub enum Error {
     /// Anything else at run time (the metrics listener, the signal pipe, the decision log).
     #[error("{0}")]
     Runtime(String),
+    /// The host agent's (`colosched-agent host`), as it says it.
+    #[error(transparent)]
+    Host(#[from] colosched_host::agent::Error),
 }
 
 /// A system file the shared readers (`colosched_sys`) could not read: the same `Read` error.
@@ -61,6 +64,7 @@ impl Error {
         match self {
             Error::Config { .. } | Error::Syntax(_) => true,
             Error::InFile { source, .. } => source.is_usage(),
+            Error::Host(e) => e.is_usage(),
             _ => false,
         }
     }
@@ -71,6 +75,25 @@ impl Error {
         Error::InFile {
             path: path.to_path_buf(),
             source: Box::new(e),
+        }
+    }
+}
+
+impl From<colosched_sys::config::walk::Error> for Error {
+    fn from(e: colosched_sys::config::walk::Error) -> Error {
+        use colosched_sys::config::walk::Error as E;
+        match e {
+            E::Key { key, msg } => Error::Config { key, msg },
+            E::Syntax(msg) => Error::Syntax(msg),
+        }
+    }
+}
+
+impl From<colosched_sys::lock::LockError> for Error {
+    fn from(e: colosched_sys::lock::LockError) -> Error {
+        Error::State {
+            path: e.path,
+            msg: e.msg,
         }
     }
 }

@@ -27,12 +27,7 @@ pub use colosched_core::cpuset;
 pub use colosched_memwatch as memwatch;
 pub use colosched_sys::signals;
 
-/// Wall-clock time as Unix seconds, for log lines and events (0 if the clock is before 1970).
-pub fn now_unix() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
+pub use colosched_sys::now_unix;
 
 #[cfg(test)]
 mod rooms {

@@ -2,9 +2,7 @@
 //! `prometheus-client` (OpenMetrics text), served by `tiny_http` on one background thread.
 
 use std::collections::{BTreeMap, HashMap};
-use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::encoding::EncodeLabelSet;
@@ -236,10 +234,7 @@ impl Metrics {
     }
 }
 
-/// What `serve` serves: the OpenMetrics text of the values now.
-pub trait Render {
-    fn render(&self) -> String;
-}
+pub use colosched_sys::metrics::{serve, Render};
 
 impl Render for Metrics {
     fn render(&self) -> String {
@@ -247,44 +242,11 @@ impl Render for Metrics {
     }
 }
 
-/// Binds `addr` and serves `GET /metrics` from a background thread. Binding errors are returned
-/// (an operator asked for the endpoint; silently not having it would mislead).
-pub fn serve<M: Render + Send + 'static>(
-    addr: SocketAddr,
-    metrics: Arc<Mutex<M>>,
-) -> Result<SocketAddr, String> {
-    let server =
-        tiny_http::Server::http(addr).map_err(|e| format!("metrics.listen {addr}: {e}"))?;
-    let bound = server
-        .server_addr()
-        .to_ip()
-        .ok_or_else(|| format!("metrics.listen {addr}: not an IP address"))?;
-    let content_type = tiny_http::Header::from_bytes(
-        "Content-Type",
-        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-    )
-    .expect("a valid header");
-    std::thread::Builder::new()
-        .name("metrics".into())
-        .spawn(move || {
-            for request in server.incoming_requests() {
-                let response = if request.url() == "/metrics" {
-                    let body = metrics.lock().map(|m| m.render()).unwrap_or_default();
-                    tiny_http::Response::from_string(body).with_header(content_type.clone())
-                } else {
-                    tiny_http::Response::from_string("try /metrics\n").with_status_code(404)
-                };
-                let _ = request.respond(response);
-            }
-        })
-        .map_err(|e| e.to_string())?;
-    Ok(bound)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+    use std::sync::{Arc, Mutex};
 
     #[test]
     fn pod_labels_are_bounded() {

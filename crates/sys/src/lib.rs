@@ -12,7 +12,10 @@
 //! - `signals`: SIGTERM, SIGINT and SIGHUP caught for a loop that sleeps, which wakes at once;
 //! - `poll`: poll(2) with a `Duration` timeout, EINTR read as "none ready";
 //! - `fs`: a path's filesystem type (`statfs(2)`) and the kernel filesystems' magic numbers;
-//! - `config`: a TOML file into a `serde` type, errors with their line and column.
+//! - `lock`: one agent per state file (`StateLock`) and `restore`'s frame (`under_lock`);
+//! - `metrics`: the `/metrics` endpoint (`serve`) and its address (`parse_listen`);
+//! - `config`: a TOML file into a `serde` type, errors with their line and column; and, until
+//!   the agents' configs are read so, a TOML config walked key by key (`Section`).
 //!
 //! It depends on no colosched crate but core.
 
@@ -21,6 +24,8 @@ pub mod config;
 pub mod error;
 pub mod fs;
 pub mod kept;
+pub mod lock;
+pub mod metrics;
 pub mod poll;
 pub mod procfs;
 pub mod sched;
@@ -32,3 +37,10 @@ pub use error::Error;
 pub use poll::poll;
 pub use procfs::Procfs;
 pub use sysfs::Sysfs;
+
+/// Wall-clock time as Unix seconds, for log lines and events (0 if the clock is before 1970).
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

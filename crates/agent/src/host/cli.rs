@@ -3,15 +3,12 @@
 //! failure.
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use clap::Subcommand;
+use colosched_host::agent::config::HostConfig;
+use colosched_host::agent::{run, HostAgent};
 
-use super::config::HostConfig;
-use super::daemon::{summary, HostAgent};
-use crate::act::state::StateLock;
 use crate::error::Error;
-use colosched_host::act::state::HostState;
 
 pub const EXAMPLES: &str = "examples:
   colosched-agent host check-config --config host.toml
@@ -20,8 +17,6 @@ pub const EXAMPLES: &str = "examples:
   colosched-agent host restore --state-file /run/colosched-host/state.json
 
 docs/host-agent.md lists every key of host.toml.";
-
-const ERRORS_LOGGED_EVERY: Duration = Duration::from_secs(10);
 
 #[derive(Subcommand)]
 pub enum HostCmd {
@@ -70,7 +65,7 @@ pub enum HostCmd {
 }
 
 fn agent(path: &Path, c: HostConfig) -> Result<HostAgent, Error> {
-    HostAgent::new(c).map_err(|e| Error::in_file(path, e))
+    HostAgent::new(c).map_err(|e| Error::in_file(path, e.into()))
 }
 
 pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
@@ -88,7 +83,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),
                 a.cfg.nsvm_slice_ms,
                 a.cfg.nnvm_slice_ms,
-                a.default_slice_ns as f64 / 1e6
+                a.groups.default_slice_ns as f64 / 1e6
             );
             println!("pools: {}", a.pools_text());
             if let Some(lv) = &a.cfg.libvirt {
@@ -121,15 +116,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
             let mut c = HostConfig::load(&config)?;
             (c.dry_run, c.decision_log) = (true, None);
             let mut a = agent(&config, c)?;
-            let tick = Duration::from_millis(a.cfg.interval_ms as u64);
-            let mut next = Instant::now();
-            let w = loop {
-                next += tick;
-                std::thread::sleep(next.saturating_duration_since(Instant::now()));
-                if let Some(w) = a.tick()? {
-                    break w;
-                }
-            };
+            let w = run::plan_once(&mut a)?;
             if json {
                 println!("{}", w.json);
             } else {
@@ -143,16 +130,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                 None => HostConfig::default(),
             };
             let path = state_file.unwrap_or(c.state_file.clone());
-            crate::act::state::under_lock(&path, || {
-                let state = HostState::load(&path).map_err(|e| Error::state(&path, e))?;
-                let r = state.restore(&c.proc_root);
-                for e in &r.errors {
-                    tracing::warn!("{e}");
-                }
-                std::fs::remove_file(&path).map_err(|e| Error::state(&path, e))?;
-                println!("{}", summary(&r));
-                Ok(if r.errors.is_empty() { 0 } else { 1 })
-            })
+            Ok(run::restore(&path, &c.proc_root)?)
         }
         HostCmd::Run {
             config,
@@ -174,76 +152,7 @@ pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
                     crate::config::parse_listen(&m).map_err(|e| Error::config("--metrics", e))?,
                 );
             }
-            run(agent(&config, c)?)
+            Ok(run::run(agent(&config, c)?)?)
         }
     }
-}
-
-fn run(mut a: HostAgent) -> Result<i32, Error> {
-    let signals = crate::signals::Signals::catch().map_err(Error::Runtime)?;
-    let _lock = StateLock::acquire(&a.cfg.state_file)?;
-    if let Some(msg) = a.take_over_state()? {
-        tracing::info!("{msg}");
-    }
-    tracing::info!(
-        "starting: {} VM(s) [{}], CPUs {}; T_m {} ms, T_s {} ms, hold {}–{} window(s); slices {} / {} ms{}",
-        a.vms.len(),
-        a.vms.iter().map(|t| t.vm.name.as_str()).collect::<Vec<_>>().join(", "),
-        crate::cpuset::CpuSet::from_iter(a.cpus.iter().copied()),
-        a.cfg.interval_ms,
-        a.cfg.window_ms,
-        a.cfg.hold_windows,
-        a.cfg.hold_max_windows,
-        a.cfg.nsvm_slice_ms,
-        a.cfg.nnvm_slice_ms,
-        if a.cfg.dry_run { "; DRY RUN: nothing will be changed" } else { "" }
-    );
-    tracing::info!("pools: {}", a.pools_text());
-    for name in a.absent() {
-        tracing::info!("VM {name} is not running: watched once it starts");
-    }
-    if let Some(addr) = a.cfg.metrics_listen {
-        let bound = crate::metrics::serve(addr, a.metrics.clone()).map_err(Error::Runtime)?;
-        tracing::info!("metrics at http://{bound}/metrics");
-    }
-    let tick = Duration::from_millis(a.cfg.interval_ms as u64);
-    let mut next = Instant::now();
-    let mut built = (Vec::new(), 0);
-    let (mut failed, mut failed_logged) = (0u64, None::<Instant>);
-    let result = loop {
-        match a.tick() {
-            Ok(Some(w)) if w.built != built => {
-                tracing::info!(
-                    "window {}: NSVM pool {} CPU(s) for [{}]; {} thread(s) changed{}",
-                    a.windows,
-                    w.built.1,
-                    w.built.0.join(", "),
-                    w.changes,
-                    if a.cfg.dry_run { " (dry run)" } else { "" }
-                );
-                built = w.built;
-            }
-            Ok(_) => {}
-            Err(e @ Error::State { .. }) => break Err(e), // cannot record: stop changing things
-            Err(e) => {
-                failed += 1;
-                if failed_logged.is_none_or(|t: Instant| t.elapsed() >= ERRORS_LOGGED_EVERY) {
-                    tracing::warn!("window failed ({failed} since the last such line): {e}");
-                    (failed, failed_logged) = (0, Some(Instant::now()));
-                }
-            }
-        }
-        next += tick;
-        let now = Instant::now();
-        if next < now {
-            next = now; // a late tick is not made up for by a burst of early ones
-        }
-        if let Some(sig) = signals.wait(next - now) {
-            tracing::info!("signal {sig}: restoring and exiting");
-            break Ok(0);
-        }
-    };
-    let r = a.release()?;
-    tracing::info!("{}", summary(&r));
-    result
 }

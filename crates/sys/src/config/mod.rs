@@ -2,6 +2,13 @@
 //! read their files. Types declare `#[serde(deny_unknown_fields)]`, so a typo is refused; the
 //! error carries toml's line and column and names the key, on one line for a terminal and a log.
 //! Checks of values (ranges, keys that depend on each other) are the caller's, after this.
+//!
+//! The agents' two configs are still walked by hand (`walk`: `parse_table`, `Section`), until
+//! they are read this way too.
+
+pub mod walk;
+
+pub use walk::{parse_table, Section};
 
 use std::path::{Path, PathBuf};
 

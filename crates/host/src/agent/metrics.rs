@@ -1,4 +1,4 @@
-//! The host agent's `/metrics` (served by `crate::metrics::serve`): each window's values, taken
+//! The host agent's `/metrics` (served by `colosched_sys::metrics::serve`): each window's values, taken
 //! from the window's decision-log object so the two never disagree.
 
 use std::collections::BTreeMap;
@@ -75,7 +75,7 @@ impl HostMetrics {
         let cpus = |pool: &str| {
             w["pools"][pool]["cpus"]
                 .as_str()
-                .and_then(|c| c.parse::<crate::cpuset::CpuSet>().ok())
+                .and_then(|c| c.parse::<colosched_core::cpuset::CpuSet>().ok())
                 .map_or(0, |c| c.len() as u64)
         };
         self.pool_cpus = (cpus("nsvm"), cpus("nnvm"));
@@ -183,7 +183,7 @@ impl HostMetrics {
     }
 }
 
-impl crate::metrics::Render for HostMetrics {
+impl colosched_sys::metrics::Render for HostMetrics {
     fn render(&self) -> String {
         HostMetrics::render(self)
     }

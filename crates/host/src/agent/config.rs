@@ -1,16 +1,17 @@
 //! host.toml, the host agent's configuration: parsed by hand from a TOML table like agent.toml
-//! (`crate::config`), so every error names its key and an unknown key is refused.
+//! (`colosched_sys::config`), so every error names its key and an unknown key is refused.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use colosched_host::act::Cgroup;
-use colosched_host::decide::diff::{NsvmThresholds, PoolParams};
-use colosched_host::real::classes::ClassMap;
+use colosched_core::cpuset::CpuSet;
+use colosched_sys::config::{parse_table, Section};
+use colosched_sys::metrics::parse_listen;
 
-use crate::config::{load_with, parse_listen, parse_table, Section};
-use crate::cpuset::CpuSet;
-use crate::error::{Error, Result};
+use super::error::{Error, Result};
+use crate::act::Cgroup;
+use crate::decide::diff::{NsvmThresholds, PoolParams};
+use crate::real::classes::ClassMap;
 
 /// One VM the agent is given, matched by its QEMU `-name`.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,8 +214,12 @@ fn path(s: &Section, k: &str) -> Result<Option<PathBuf>> {
 }
 
 impl HostConfig {
+    /// host.toml read and parsed, its errors named with the file.
     pub fn load(path: &std::path::Path) -> Result<HostConfig> {
-        load_with(path, HostConfig::parse)
+        let in_file = |e| Error::in_file(path, e);
+        let text =
+            std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
+        HostConfig::parse(&text).map_err(in_file)
     }
 
     pub fn parse(text: &str) -> Result<HostConfig> {
