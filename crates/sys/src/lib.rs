@@ -12,6 +12,7 @@
 //! - `signals`: SIGTERM, SIGINT and SIGHUP caught for a loop that sleeps, which wakes at once;
 //! - `poll`: poll(2) with a `Duration` timeout, EINTR read as "none ready";
 //! - `fs`: a path's filesystem type (`statfs(2)`) and the kernel filesystems' magic numbers;
+//! - `agent_error`: the agents' one error type, by what the caller does about it (usage: exit 2);
 //! - `lock`: one agent per state file (`StateLock`) and `restore`'s frame (`under_lock`);
 //! - `metrics`: the `/metrics` endpoint (`serve`) and its address (`parse_listen`);
 //! - `config`: a TOML file into a `serde` type, errors with their line and column; and, until
@@ -19,6 +20,7 @@
 //!
 //! It depends on no colosched crate but core.
 
+pub mod agent_error;
 pub mod cgroupfs;
 pub mod config;
 pub mod error;

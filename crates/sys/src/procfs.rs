@@ -577,6 +577,13 @@ mod tests {
             "never on a fake tree"
         );
         end();
+        // pthread_join returns when the thread has cleared its tid, a moment before the kernel
+        // reaps it; wait (at most 2 s) until /proc no longer lists it, as the caller would see.
+        let listed = Path::new("/proc/self/task").join(tid.to_string());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+        while listed.exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         assert!(!p.still_threads(me, &[me, tid]), "a thread that has exited");
     }
 }

@@ -65,7 +65,7 @@ pub enum HostCmd {
 }
 
 fn agent(path: &Path, c: HostConfig) -> Result<HostAgent, Error> {
-    HostAgent::new(c).map_err(|e| Error::in_file(path, e.into()))
+    HostAgent::new(c).map_err(|e| Error::in_file(path, e))
 }
 
 pub fn dispatch(cmd: HostCmd) -> Result<i32, Error> {
