@@ -10,7 +10,7 @@ use colosched_sys::metrics::parse_listen;
 
 use super::error::{Error, Result};
 use crate::act::Cgroup;
-use crate::decide::diff::{NsvmThresholds, PoolParams};
+use crate::decide::diff::{DiffParams, NsvmThresholds, PoolParams};
 use crate::real::classes::ClassMap;
 
 /// One VM the agent is given, matched by its QEMU `-name`.
@@ -106,14 +106,17 @@ pub struct HostConfig {
 }
 
 impl Default for HostConfig {
+    /// Diff's settings are the decision's own defaults (`DiffParams`), which the simulator's
+    /// scenarios start from too.
     fn default() -> Self {
+        let diff = DiffParams::default();
         HostConfig {
             scheduler: Scheduler::Diff,
             classes: None,
             interval_ms: 10,
-            window_ms: 100,
-            hold_windows: 10,
-            hold_max_windows: 80,
+            window_ms: diff.window_ms,
+            hold_windows: diff.hold_windows,
+            hold_max_windows: diff.hold_max_windows,
             rediscover_windows: 10,
             cpus: None,
             state_file: PathBuf::from("/run/colosched-host/state.json"),
@@ -125,10 +128,10 @@ impl Default for HostConfig {
             cpuset_root: PathBuf::from("/sys/fs/cgroup/cpuset"),
             cgroup2_root: PathBuf::from("/sys/fs/cgroup"),
             cgroup: None,
-            thresholds: NsvmThresholds::default(),
-            pools: PoolParams::default(),
-            nsvm_slice_ms: 1.0,
-            nnvm_slice_ms: 30.0,
+            thresholds: diff.thresholds,
+            pools: diff.pools,
+            nsvm_slice_ms: diff.nsvm_slice_ms,
+            nnvm_slice_ms: diff.nnvm_slice_ms,
             cpusets: true,
             all_vms: false,
             libvirt: None,
