@@ -331,12 +331,5 @@ pub fn parse_limit(text: &str) -> Result<Option<u64>, String> {
     Ok((v < UNLIMITED).then_some(v))
 }
 
-/// Wall-clock time as Unix seconds, for events (0 if the clock is before 1970).
-pub fn now_unix() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 #[cfg(test)]
 mod tests;

@@ -615,7 +615,7 @@ impl MemoryThresholdWatcher {
         monotonic_ns: u64,
     ) -> Event {
         Event {
-            time: crate::now_unix(),
+            time: colosched_sys::now_unix(),
             monotonic_ns,
             cgroup: self.cgroup.clone(),
             threshold,
