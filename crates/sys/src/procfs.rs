@@ -4,7 +4,7 @@
 //! means is `colosched_core::proctext`'s (pure parsers). A file that cannot be read is an
 //! [`Error`] naming it, or `None` where a task that is gone is an everyday answer.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
@@ -27,8 +27,9 @@ pub use colosched_core::proctext::{
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
 
-/// Paths under one procfs root. Two facts about the root are read once, when it is opened,
-/// and decide how it is read (not whether it is "the real one"):
+/// Paths under one procfs root. Two facts about the root are read once, the first time a read
+/// needs them (so a `Procfs` made for one file costs no system call more), and decide how it is
+/// read (not whether it is "the real one"):
 /// - `procfs`: it is a proc filesystem, where a file of a process that died fails to read.
 ///   Only then are files kept open (a file of a fake tree would read its old text forever).
 /// - `own_pids`: its `self` link names this process: its pids are ours, so system calls may
@@ -46,9 +47,33 @@ pub struct Procfs {
     kept: RefCell<HashMap<i32, fs::File>>,
     /// Kept /proc/<pid>/task/<tid>/schedstat files of LC threads, by tid (the same budget).
     kept_sched: RefCell<HashMap<i32, fs::File>>,
-    max_kept: usize,
+    /// What the root is, looked at once (`Root::of`).
+    facts: OnceCell<Root>,
+}
+
+/// The facts about a root that decide how it is read (see `Procfs`).
+#[derive(Clone, Copy, Debug)]
+struct Root {
     procfs: bool,
     own_pids: bool,
+    max_kept: usize,
+}
+
+impl Root {
+    fn of(root: &Path) -> Root {
+        let procfs = fs_type(root).is_ok_and(|t| t == PROC_SUPER_MAGIC);
+        let max_kept = match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
+            Some(n) if procfs => n.saturating_sub(FDS_SPARE) as usize,
+            _ => 0,
+        };
+        let me = std::process::id().to_string();
+        let own_pids = fs::read_link(root.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str());
+        Root {
+            procfs,
+            own_pids,
+            max_kept,
+        }
+    }
 }
 
 impl Clone for Procfs {
@@ -60,27 +85,21 @@ impl Clone for Procfs {
 
 impl Procfs {
     pub fn new(root: impl Into<PathBuf>) -> Procfs {
-        let root = root.into();
-        let procfs = fs_type(&root).is_ok_and(|t| t == PROC_SUPER_MAGIC);
-        let max_kept = match rustix::process::getrlimit(rustix::process::Resource::Nofile).current {
-            Some(n) if procfs => n.saturating_sub(FDS_SPARE) as usize,
-            _ => 0,
-        };
-        let me = std::process::id().to_string();
-        let own_pids = fs::read_link(root.join("self")).is_ok_and(|l| l.as_os_str() == me.as_str());
         Procfs {
-            root,
+            root: root.into(),
             kept: RefCell::new(HashMap::new()),
             kept_sched: RefCell::new(HashMap::new()),
-            max_kept,
-            procfs,
-            own_pids,
+            facts: OnceCell::new(),
         }
+    }
+
+    fn facts(&self) -> Root {
+        *self.facts.get_or_init(|| Root::of(&self.root))
     }
 
     /// Whether the root is a proc filesystem (not a fake tree).
     pub fn is_procfs(&self) -> bool {
-        self.procfs
+        self.facts().procfs
     }
 
     /// `<root>/<pid>/task/<tid>/<file>`.
@@ -91,7 +110,7 @@ impl Procfs {
     /// `<root>/<pid>/task/<tid>/<file>` to read again and again, kept open on a proc
     /// filesystem (see `kept`).
     pub fn task_file(&self, pid: i32, tid: i32, file: &str) -> KeptFile {
-        KeptFile::new(self.task_path(pid, tid, file), self.procfs)
+        KeptFile::new(self.task_path(pid, tid, file), self.is_procfs())
     }
 
     /// The per-CPU lines of <root>/stat.
@@ -161,7 +180,7 @@ impl Procfs {
         }
         let f = fs::File::open(path()).ok()?;
         read(&f, buf).ok()?;
-        if open < self.max_kept {
+        if open < self.facts().max_kept {
             kept.insert(key, f);
         }
         Some(())
@@ -209,7 +228,7 @@ impl Procfs {
     /// The CPUs `pid` may run on: `sched_getaffinity` where the pids are ours (a syscall, no
     /// file), else `Cpus_allowed_list` of <root>/<pid>/status.
     pub fn affinity(&self, pid: i32) -> Option<CpuSet> {
-        if self.own_pids {
+        if self.facts().own_pids {
             return crate::sched::get_affinity(pid).ok();
         }
         let text = fs::read_to_string(self.root.join(format!("{pid}/status"))).ok()?;
@@ -235,7 +254,7 @@ impl Procfs {
     /// /proc/<pid>/task listing. The main thread (`tid == pid`) is not checked: the caller has just
     /// read the process. Always false where the pids are not ours (the caller lists them).
     pub fn still_threads(&self, pid: i32, tids: &[i32]) -> bool {
-        self.own_pids
+        self.facts().own_pids
             && tids.iter().filter(|&&tid| tid != pid).all(|&tid| {
                 // SAFETY: tgkill with signal 0 only looks the thread up. (Neither rustix nor nix
                 // wraps tgkill.)
