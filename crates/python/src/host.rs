@@ -1,10 +1,11 @@
 //! The hypervisor host simulator (crate `host`): its schedulers, presets and runs.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Mutex};
 
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
+use rayon::prelude::*;
 
 /// The host simulator's schedulers and bundled scenarios, by name.
 #[pyfunction]
@@ -80,25 +81,21 @@ impl HostScenario {
         progress: Option<Bound<'py, PyAny>>,
     ) -> PyResult<Vec<Bound<'py, PyAny>>> {
         let s = &self.scenario;
-        let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let next = AtomicUsize::new(0);
         let stop = AtomicBool::new(false);
         let mut results: Vec<Option<_>> = jobs.iter().map(|_| None).collect();
         let (tx, rx) = mpsc::channel();
         std::thread::scope(|scope| {
-            for _ in 0..workers.min(jobs.len()) {
-                let (tx, next, stop, jobs) = (tx.clone(), &next, &stop, &jobs);
-                scope.spawn(move || {
-                    while !stop.load(Ordering::Relaxed) {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some((name, seed)) = jobs.get(i) else {
-                            break;
-                        };
-                        let _ = tx.send((i, colosched_host::run::run(s, name, *seed)));
-                    }
-                });
-            }
-            drop(tx);
+            let (stop, jobs) = (&stop, &jobs);
+            // rayon's pool runs the jobs, one worker per core; a send fails once the wait ended.
+            scope.spawn(move || {
+                jobs.par_iter()
+                    .enumerate()
+                    .for_each_with(tx, |tx, (i, (name, seed))| {
+                        if !stop.load(Ordering::Relaxed) {
+                            let _ = tx.send((i, colosched_host::run::run(s, name, *seed)));
+                        }
+                    })
+            });
             // In a Mutex: Sync, so that the wait without the GIL can borrow it.
             let rx = Mutex::new(rx);
             // Ctrl-C or a callback that raises ends the wait and stops the workers.
