@@ -3,6 +3,13 @@
 //! task its step of service, end the finished ones, refresh usage for the next step's window and
 //! start waiting runs that now fit. State is per live task only: nothing grows with trace length
 //! except the optional per-step series.
+//!
+//! A step costs what happens in it, not one visit per running task: a machine whose tasks
+//! neither start, leave, arrive, finish, lose service to overload nor enter a new usage window
+//! is skipped (`end_of_step`), and the service it owes its tasks is taken at its next visit
+//! (`Machine::lag`), bit for bit as step-by-step subtraction gives; the planner's view of a
+//! machine's migratable tasks is kept until they change (`Machine::view`). `simulate_eagerly`
+//! visits every machine every step, the plain loop the tests compare with.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -74,16 +81,64 @@ struct Machine {
     load: f64,
     /// When this machine's migration link is free again (bandwidth mode).
     link_free: f64,
+    /// Steps it was skipped since its last visit, whose service its tasks' `remaining` still
+    /// owes (`catch_up`).
+    lag: u32,
+    /// The first step at which one of its tasks may end (0: visit at the next step).
+    due: u64,
+    /// A task started, left or arrived since its last visit: `admitted` and `load` were changed
+    /// by addition, and the next visit sums them again in `running`'s order.
+    changed: bool,
+    /// The planner's view of its migratable tasks, in `running`'s order, while `view_ok`.
+    view: Vec<Task>,
+    view_ok: bool,
 }
 
 impl Machine {
     fn position(&self, id: u32) -> Option<usize> {
         self.running.iter().position(|t| t.id == id)
     }
+
+    /// Takes the service of the steps it was skipped from each running task.
+    fn catch_up(&mut self, step: f64) {
+        if self.lag > 0 {
+            for task in &mut self.running {
+                task.remaining = after_steps(task.remaining, self.lag, step);
+            }
+            self.lag = 0;
+        }
+    }
+
+    /// Its set of running tasks is about to change (a start, a departure, an arrival).
+    fn touch(&mut self, step: f64) {
+        self.catch_up(step);
+        self.changed = true;
+        self.view_ok = false;
+    }
+}
+
+/// `remaining` less `n` steps of `step` seconds, bit for bit what `n` subtractions give. Every
+/// value on the way is exact: a step and the times are whole seconds below 2^32, `remaining`
+/// (> 0 until its task's last step, see `steps_left`) is below 2^53 so its spacing divides 1, and
+/// a multiple of that spacing between 0 and `remaining` is a float.
+fn after_steps(remaining: f64, n: u32, step: f64) -> f64 {
+    remaining - f64::from(n) * step
+}
+
+/// In how many steps a task with `remaining` (> 0) seconds left may end: ⌈remaining / step⌉,
+/// which the rounded division can only make earlier (a visit early costs only time).
+fn steps_left(remaining: f64, step: f64) -> u64 {
+    if remaining.is_finite() {
+        ((remaining / step).ceil() as u64).max(1)
+    } else {
+        u64::MAX
+    }
 }
 
 struct Sim<'a> {
     cfg: &'a Config,
+    /// Visit every machine every step (`simulate_eagerly`).
+    eager: bool,
     usage: &'a UsageSource,
     machines: Vec<Machine>,
     /// Bandwidth mode: (task id, source machine) of copies under way.
@@ -131,6 +186,30 @@ pub fn simulate(
     planner: &mut dyn Planner,
     progress: &mut dyn FnMut(u64, u64) -> bool,
 ) -> Result<Outcome, SimError> {
+    replay(selection, usage, cfg, planner, progress, false)
+}
+
+/// `simulate` visiting every machine and every running task every step, and building the
+/// planner's view afresh each cycle: the plain loop, whose results `simulate` must repeat bit
+/// for bit (the tests compare them).
+#[cfg(test)]
+pub fn simulate_eagerly(
+    selection: &Selection,
+    usage: &UsageSource,
+    cfg: &Config,
+    planner: &mut dyn Planner,
+) -> Result<Outcome, SimError> {
+    replay(selection, usage, cfg, planner, &mut |_, _| true, true)
+}
+
+fn replay(
+    selection: &Selection,
+    usage: &UsageSource,
+    cfg: &Config,
+    planner: &mut dyn Planner,
+    progress: &mut dyn FnMut(u64, u64) -> bool,
+    eager: bool,
+) -> Result<Outcome, SimError> {
     let started = Instant::now();
     let machines = match cfg.placement {
         Placement::Trace => selection.trace_machines,
@@ -153,6 +232,7 @@ pub fn simulate(
     }
     let mut sim = Sim {
         cfg,
+        eager,
         usage,
         machines: (0..machines).map(|_| Machine::default()).collect(),
         in_flight: Vec::new(),
@@ -265,6 +345,7 @@ impl Sim<'_> {
 
     fn start(&mut self, machine: usize, mut task: Live, t: u32) {
         let m = &mut self.machines[machine];
+        m.touch(f64::from(self.cfg.step_s));
         task.started = t;
         m.admitted += task.admission;
         m.load += f64::from(task.usage.cpu);
@@ -337,37 +418,44 @@ impl Sim<'_> {
 
     /// Builds the planner's view of machines `range`: each node's load and migratable tasks.
     /// Returns false when no node has a migratable task (nothing could move).
-    fn fill_cell(&self, cell: &mut Cell, range: std::ops::Range<usize>) -> bool {
+    fn fill_cell(&mut self, cell: &mut Cell, range: std::ops::Range<usize>) -> bool {
         cell.nodes.resize_with(range.len(), Node::default);
         let mut any = false;
-        for (node, m) in cell.nodes.iter_mut().zip(&self.machines[range]) {
+        for (node, m) in cell.nodes.iter_mut().zip(&mut self.machines[range]) {
             node.load = m.load;
-            node.tasks.clear();
-            for task in &m.running {
-                // Cheap rejections first: most tasks are not in the free band.
-                let run = &task.run;
-                if run.priority >= self.cfg.limits.migratable_priority_below
-                    || task.arrives.is_some()
-                {
-                    continue;
-                }
-                let view = Task {
-                    id: u64::from(task.id),
-                    index: run.index,
-                    priority: run.priority,
-                    cpu_request: f64::from(run.cpu_request),
-                    cpu_usage: f64::from(task.usage.cpu),
-                    max_cpu: f64::from(task.usage.max_cpu),
-                    mem_usage: f64::from(task.usage.mem),
-                    mai: f64::from(task.usage.mai),
-                };
-                if self.cfg.limits.is_migratable(&view) {
-                    node.tasks.push(view);
-                }
+            if !m.view_ok || self.eager {
+                Self::view(self.cfg, m);
             }
+            node.tasks.clone_from(&m.view);
             any |= !node.tasks.is_empty();
         }
         any
+    }
+
+    /// Builds `m.view`: its running tasks that are migratable and not being copied away.
+    fn view(cfg: &Config, m: &mut Machine) {
+        m.view.clear();
+        for task in &m.running {
+            // Cheap rejections first: most tasks are not in the free band.
+            let run = &task.run;
+            if run.priority >= cfg.limits.migratable_priority_below || task.arrives.is_some() {
+                continue;
+            }
+            let view = Task {
+                id: u64::from(task.id),
+                index: run.index,
+                priority: run.priority,
+                cpu_request: f64::from(run.cpu_request),
+                cpu_usage: f64::from(task.usage.cpu),
+                max_cpu: f64::from(task.usage.max_cpu),
+                mem_usage: f64::from(task.usage.mem),
+                mai: f64::from(task.usage.mai),
+            };
+            if cfg.limits.is_migratable(&view) {
+                m.view.push(view);
+            }
+        }
+        m.view_ok = true;
     }
 
     /// Checks a planned move against the cell view and carries it out (or starts its copy).
@@ -402,6 +490,7 @@ impl Sim<'_> {
                 let at = m.link_free.ceil() as u32;
                 if let Some(pos) = m.position(id) {
                     m.running[pos].arrives = Some((at, dst));
+                    m.view_ok = false;
                     self.in_flight.push((id, src));
                 }
             }
@@ -412,14 +501,17 @@ impl Sim<'_> {
     /// Moves a running task from `src` to `dst` without admission (the thesis: migrated-in tasks
     /// skip it); its departure lets the source start waiting runs that now fit.
     fn relocate(&mut self, id: u32, src: u32, dst: u32, t: u32) {
+        let step = f64::from(self.cfg.step_s);
         let s = &mut self.machines[src as usize];
         let Some(pos) = s.position(id) else { return };
+        s.touch(step);
         let mut task = s.running.swap_remove(pos);
         task.arrives = None;
         s.admitted -= task.admission;
         s.load -= f64::from(task.usage.cpu);
         let waiting = !s.pending.is_empty();
         let d = &mut self.machines[dst as usize];
+        d.touch(step);
         d.admitted += task.admission;
         d.load += f64::from(task.usage.cpu);
         d.running.push(task);
@@ -460,6 +552,8 @@ impl Sim<'_> {
         let cap = self.cfg.capacity;
         let step = f64::from(self.cfg.step_s);
         let next_t = t + self.cfg.step_s;
+        // Every task's usage moves to a new window: every machine is visited.
+        let new_window = next_t / WINDOW_S != t / WINDOW_S;
         let (mut load_sum, mut over_sum) = (0.0, 0.0);
         loads.clear();
         for mi in 0..self.machines.len() {
@@ -478,8 +572,14 @@ impl Sim<'_> {
             } else {
                 0.0
             };
-            // Recomputed from scratch each step, so no rounding drift accumulates.
-            let (mut admitted, mut new_load, mut freed) = (0.0, 0.0, false);
+            // Nothing of its tasks changes this step but their `remaining`: owe it.
+            if !(self.eager || new_window || lost > 0.0 || m.changed || k >= m.due) {
+                m.lag += 1;
+                continue;
+            }
+            m.catch_up(step);
+            // Recomputed from scratch each visit, so no rounding drift accumulates.
+            let (mut admitted, mut new_load, mut freed, mut due) = (0.0, 0.0, false, u64::MAX);
             let mut i = 0;
             while i < m.running.len() {
                 let task = &mut m.running[i];
@@ -498,10 +598,14 @@ impl Sim<'_> {
                 refresh(task, self.usage, self.cfg, next_t);
                 new_load += f64::from(task.usage.cpu);
                 admitted += task.admission;
+                due = due.min(k.saturating_add(steps_left(task.remaining, step)));
                 i += 1;
             }
             m.admitted = admitted;
             m.load = new_load;
+            m.due = due;
+            m.changed = false;
+            m.view_ok &= !(freed || new_window);
             if freed && !m.pending.is_empty() {
                 self.admit(mi, next_t);
             }

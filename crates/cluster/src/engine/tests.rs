@@ -842,3 +842,156 @@ fn the_peak_request_counts_overlapping_runs_once_each() {
     );
     assert_eq!(crate::Selection::default().peak_cpu_request(), 0.0);
 }
+
+/// A cluster of `machines` under `runs_n` random runs: mixed priorities (some in the migratable
+/// band), requests, services from a minute to hours and some the trace never ends, usage from
+/// the calibrated model (so it changes every window).
+fn random_trace(seed: u64, machines: usize, runs_n: usize) -> (Runs, UsageSource) {
+    let mut rng = colosched_core::Rng::new(seed);
+    let mut list: Vec<Run> = (0..runs_n)
+        .map(|i| {
+            let submit = rng.below(20_000) as u32;
+            let service = 30 + rng.below(if i % 3 == 0 { 600 } else { 9_000 }) as u32;
+            // The last machine of each cell of 4 gets few runs: room to receive.
+            let machine = loop {
+                let m = rng.below(machines);
+                if m % 4 != 3 || rng.below(8) == 0 {
+                    break m;
+                }
+            };
+            // Half small enough to migrate, half large.
+            let request = if i % 2 == 0 {
+                0.003 + rng.below(22) as f32 * 0.001
+            } else {
+                0.05 + rng.below(250) as f32 * 0.001
+            };
+            Run {
+                index: i as u32,
+                priority: [0, 0, 1, 2, 4, 9, 11][rng.below(7)],
+                end_kind: if i % 17 == 0 { END_NONE } else { FINISH },
+                ..run(i as u64, submit, service, request, machine as u32)
+            }
+        })
+        .collect();
+    list.sort_by_key(|r| r.submit);
+    (
+        runs(list, machines),
+        UsageSource::new(None, UsageModel::calibrated(seed)),
+    )
+}
+
+#[test]
+fn skipping_quiet_machines_changes_no_result() {
+    // The replay visits only machines where something happens and keeps the planner's view of
+    // the others: every figure of every step must be what visiting everything gives, under both
+    // profiles' rules (whole-step and fractional penalties, FIFO and backfill), migration copies,
+    // draining, usage admission, every kind of policy and the agent's guards.
+    // Admission counts a third of each request, so usage often crosses the line.
+    let roomy = thesis(12);
+    let thesis = Config {
+        overcommit_ratio: 0.3,
+        ..roomy.clone()
+    };
+    let full = Config {
+        overcommit_ratio: 0.3,
+        ..cfg(12)
+    };
+    let variants: Vec<(&str, Config)> = vec![
+        ("thesis", thesis.clone()),
+        ("full", full.clone()),
+        (
+            "full, 10 s steps, usage admission",
+            Config {
+                step_s: 10,
+                admission: Admission::Usage,
+                ..full.clone()
+            },
+        ),
+        (
+            "thesis, 7 s steps, fifo, drain",
+            Config {
+                step_s: 7,
+                queue: Queue::Fifo,
+                until: Until::Drain,
+                ..thesis.clone()
+            },
+        ),
+        (
+            "full, copies at 5 Mbit/s",
+            Config {
+                bandwidth_mbit_s: Some(5.0),
+                ..full.clone()
+            },
+        ),
+        (
+            "thesis, guards",
+            Config {
+                guards: true,
+                ..thesis.clone()
+            },
+        ),
+        (
+            "full, random placement, cells of 3",
+            Config {
+                placement: Placement::Random,
+                cell_size: 3,
+                ..full
+            },
+        ),
+        ("thesis, room for all", roomy),
+    ];
+    for seed in [1, 2] {
+        let (r, u) = random_trace(seed, 12, 1500);
+        for (name, c) in &variants {
+            for policy in [
+                "no_migration",
+                "coarse",
+                "fine",
+                "fine:cpu_usage",
+                "random:3",
+            ] {
+                let c = Config { seed, ..c.clone() };
+                let selection = select(&r, &u, &c);
+                let lazy = simulate(
+                    &selection,
+                    &u,
+                    &c,
+                    &mut Policy::parse(policy).unwrap(),
+                    &mut |_, _| true,
+                )
+                .unwrap();
+                let eager =
+                    simulate_eagerly(&selection, &u, &c, &mut Policy::parse(policy).unwrap())
+                        .unwrap();
+                let what = format!("{name}, {policy}, seed {seed}");
+                assert!(
+                    lazy.summary.started > 100 && lazy.summary.completed > 50,
+                    "{what}: too little happens: {:?}",
+                    lazy.summary
+                );
+                let busy = *name != "thesis, room for all";
+                assert!(
+                    !busy || lazy.summary.overcommit > 0.0,
+                    "{what}: never over the line"
+                );
+                assert!(
+                    !busy
+                        || policy == "no_migration"
+                        || c.placement != Placement::Trace
+                        || lazy.summary.moves > 0,
+                    "{what}: no move"
+                );
+                // (Not assert_eq: the series are long.)
+                assert!(
+                    lazy.series == eager.series,
+                    "{what}: the per-step series differ"
+                );
+                let strip = |s: &Summary| Summary {
+                    wall_s: 0.0,
+                    ..s.clone()
+                };
+                assert_eq!(strip(&lazy.summary), strip(&eager.summary), "{what}");
+            }
+        }
+    }
+}
