@@ -14,7 +14,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use colosched_core::{metrics::gini_with, Cell, Move, Node, Planner, Rng, Task};
+use colosched_core::{metrics::gini_sorted, Cell, Move, Node, Planner, Rng, Task};
 use colosched_trace::usage::{UsageOrigin, UsageSource};
 use colosched_trace::{Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
 
@@ -257,7 +257,7 @@ fn replay(
     let limit = planned + u64::from(DRAIN_LIMIT_S / step);
     let runs = &selection.runs;
     let mut next_run = 0;
-    let mut scratch = (Cell::default(), Vec::new(), Vec::new());
+    let (mut cell, mut loads) = (Cell::default(), Loads::default());
     let mut k = 0u64;
     while k < planned || (cfg.until == Until::Drain && k < limit && sim.busy()) {
         let t = (k * u64::from(step)).min(u64::from(u32::MAX - step)) as u32;
@@ -276,10 +276,10 @@ fn replay(
         let mut moves = [0; 3];
         if k.is_multiple_of(u64::from(interval)) {
             sim.sum.cycles += 1;
-            moves = sim.migrate(planner, &mut policy_rng, k, t, &mut scratch.0)?;
+            moves = sim.migrate(planner, &mut policy_rng, k, t, &mut cell)?;
         }
         let net_mbit = (sim.migrated_bytes - bytes_before) * 8.0 / 1e6;
-        sim.end_of_step(k, t, (&mut scratch.1, &mut scratch.2), moves, net_mbit);
+        sim.end_of_step(k, t, &mut loads, moves, net_mbit);
         k += 1;
         if (k.is_multiple_of(64) || k == planned) && !progress(k, planned.max(k)) {
             return Err(SimError::Interrupted);
@@ -399,6 +399,7 @@ impl Sim<'_> {
         for (at, base) in (0..self.machines.len()).step_by(size).enumerate() {
             let end = (base + size).min(self.machines.len());
             if !self.fill_cell(cell, base..end) {
+                self.take_views(cell, base);
                 continue;
             }
             let moves = planner.plan_at(at, cell, &self.cfg.limits, rng, cycle);
@@ -409,6 +410,7 @@ impl Sim<'_> {
                         msg,
                     })?;
             }
+            self.take_views(cell, base);
             counts[0] += moves.len() as u32;
             counts[1] += moves.iter().filter(|m| m.rank == 0).count() as u32;
             counts[2] += moves.iter().filter(|m| m.rank == 1).count() as u32;
@@ -416,8 +418,9 @@ impl Sim<'_> {
         Ok(counts)
     }
 
-    /// Builds the planner's view of machines `range`: each node's load and migratable tasks.
-    /// Returns false when no node has a migratable task (nothing could move).
+    /// Builds the planner's view of machines `range`: each node's load and migratable tasks
+    /// (the machine's `view`, lent to the cell until `take_views`). Returns false when no node
+    /// has a migratable task (nothing could move).
     fn fill_cell(&mut self, cell: &mut Cell, range: std::ops::Range<usize>) -> bool {
         cell.nodes.resize_with(range.len(), Node::default);
         let mut any = false;
@@ -426,10 +429,18 @@ impl Sim<'_> {
             if !m.view_ok || self.eager {
                 Self::view(self.cfg, m);
             }
-            node.tasks.clone_from(&m.view);
+            std::mem::swap(&mut node.tasks, &mut m.view);
             any |= !node.tasks.is_empty();
         }
         any
+    }
+
+    /// Gives the machines from `base` on their views back from the cell. A view a move took a
+    /// task from belongs to a machine the move changed (`touch`, or `view_ok` cleared).
+    fn take_views(&mut self, cell: &mut Cell, base: usize) {
+        for (node, m) in cell.nodes.iter_mut().zip(&mut self.machines[base..]) {
+            std::mem::swap(&mut node.tasks, &mut m.view);
+        }
     }
 
     /// Builds `m.view`: its running tasks that are migratable and not being copied away.
@@ -540,27 +551,18 @@ impl Sim<'_> {
         }
     }
 
-    fn end_of_step(
-        &mut self,
-        k: u64,
-        t: u32,
-        scratch: (&mut Vec<f64>, &mut Vec<f64>),
-        moves: [u32; 3],
-        net_mbit: f64,
-    ) {
-        let (loads, sorted) = scratch;
+    fn end_of_step(&mut self, k: u64, t: u32, loads: &mut Loads, moves: [u32; 3], net_mbit: f64) {
         let cap = self.cfg.capacity;
         let step = f64::from(self.cfg.step_s);
         let next_t = t + self.cfg.step_s;
         // Every task's usage moves to a new window: every machine is visited.
         let new_window = next_t / WINDOW_S != t / WINDOW_S;
         let (mut load_sum, mut over_sum) = (0.0, 0.0);
-        loads.clear();
         for mi in 0..self.machines.len() {
             let m = &mut self.machines[mi];
             let load = m.load.max(0.0);
             // Mean CPU and Gini on loads clipped at capacity; overcommit on what exceeds it.
-            loads.push(load.min(cap));
+            loads.set(mi, load.min(cap));
             load_sum += load.min(cap);
             over_sum += (load - cap).max(0.0) / cap;
             self.sum.task_steps += m.running.len() as u64;
@@ -612,7 +614,7 @@ impl Sim<'_> {
         }
         let n = self.machines.len() as f64;
         let mean_cpu = load_sum / n / cap;
-        let g = gini_with(loads, sorted);
+        let g = gini_sorted(loads.sorted(self.eager));
         let overcommit = over_sum;
         self.sum.mean_cpu += mean_cpu;
         self.sum.gini += g;
@@ -661,6 +663,50 @@ impl Sim<'_> {
             summary: self.sum,
             series: self.series,
         }
+    }
+}
+
+/// The machines' loads clipped at capacity, and the same sorted (for the Gini coefficient): a
+/// step re-sorts only when many changed, else moves each changed value to its place.
+#[derive(Default)]
+struct Loads {
+    by_machine: Vec<f64>,
+    sorted: Vec<f64>,
+    /// (old, new) of the values changed since `sorted` was last brought up to date.
+    changed: Vec<(f64, f64)>,
+}
+
+impl Loads {
+    /// Changes beyond which one sort is cheaper than moving each value.
+    const RESORT: usize = 64;
+
+    fn set(&mut self, machine: usize, load: f64) {
+        if machine == self.by_machine.len() {
+            self.by_machine.push(load);
+        } else if self.by_machine[machine].to_bits() != load.to_bits() {
+            self.changed.push((self.by_machine[machine], load));
+            self.by_machine[machine] = load;
+        }
+    }
+
+    /// Every value, ascending by `f64::total_cmp`: the same array a sort of `by_machine` gives
+    /// (values equal under `total_cmp` have the same bits), which `resort` asks for.
+    fn sorted(&mut self, resort: bool) -> &[f64] {
+        if resort || self.sorted.len() != self.by_machine.len() || self.changed.len() > Self::RESORT
+        {
+            self.sorted.clone_from(&self.by_machine);
+            self.sorted.sort_unstable_by(f64::total_cmp);
+        } else {
+            for &(old, new) in &self.changed {
+                let at = self.sorted.binary_search_by(|x| x.total_cmp(&old));
+                self.sorted
+                    .remove(at.expect("a value set before is in the sorted array"));
+                let to = self.sorted.partition_point(|x| x.total_cmp(&new).is_lt());
+                self.sorted.insert(to, new);
+            }
+        }
+        self.changed.clear();
+        &self.sorted
     }
 }
 

@@ -8,12 +8,17 @@ pub fn gini_with(values: &[f64], scratch: &mut Vec<f64>) -> f64 {
     scratch.clear();
     scratch.extend_from_slice(values);
     scratch.sort_unstable_by(f64::total_cmp);
-    let n = scratch.len() as f64;
-    let total: f64 = scratch.iter().sum();
-    if scratch.is_empty() || total <= 0.0 {
+    gini_sorted(scratch)
+}
+
+/// `gini` of values already sorted by `f64::total_cmp` (ascending).
+pub fn gini_sorted(sorted: &[f64]) -> f64 {
+    let n = sorted.len() as f64;
+    let total: f64 = sorted.iter().sum();
+    if sorted.is_empty() || total <= 0.0 {
         return 0.0;
     }
-    let weighted: f64 = scratch
+    let weighted: f64 = sorted
         .iter()
         .enumerate()
         .map(|(i, x)| (2.0 * (i as f64 + 1.0) - n - 1.0) * x)
