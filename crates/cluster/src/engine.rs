@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use colosched_core::{metrics::gini_sorted, Cell, Move, Node, Planner, Rng, Task};
-use colosched_trace::usage::{UsageOrigin, UsageSource};
+use colosched_trace::usage::{TaskLevels, UsageOrigin, UsageSource};
 use colosched_trace::{Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
 
 use crate::{
@@ -51,6 +51,8 @@ struct Live {
     started: u32,
     usage: Usage,
     window: u32,
+    /// Its levels in the usage model, once the model gave it a window's usage.
+    levels: Option<TaskLevels>,
     /// Bandwidth mode: the step time at which its copy to `dest` is complete.
     arrives: Option<(u32, u32)>,
 }
@@ -157,7 +159,7 @@ struct Sim<'a> {
 fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
     let window = t / WINDOW_S;
     if task.window != window {
-        let (found, origin) = usage.lookup(&task.run, window);
+        let (found, origin) = usage.lookup_kept(&task.run, window, &mut task.levels);
         let gap = match origin {
             UsageOrigin::Real => false,
             UsageOrigin::RealEarlier => true,
@@ -320,6 +322,7 @@ impl Sim<'_> {
             started: t,
             usage: Usage::default(),
             window: u32::MAX,
+            levels: None,
             arrives: None,
         };
         task.remaining = task.service();

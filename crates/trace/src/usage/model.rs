@@ -129,6 +129,20 @@ struct TaskDraw {
     sigma_mem: f64,
 }
 
+/// A task's levels in the model (`UsageModel::levels`): its mean CPU and memory before the
+/// window's variation, its peak-to-mean ratio, memory accesses per instruction, the spread of
+/// its variation and its key for the window's draws.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TaskLevels {
+    key: u64,
+    cpu_level: f64,
+    mem_level: f64,
+    max_mean: f64,
+    mai: f32,
+    sigma_cpu: f64,
+    sigma_mem: f64,
+}
+
 /// The seeded usage model. Cheap to clone; `usage` takes `&self` and keeps no state.
 #[derive(Clone, Debug)]
 pub struct UsageModel {
@@ -238,6 +252,12 @@ impl UsageModel {
         mem_request: f32,
         window: u32,
     ) -> Usage {
+        self.usage_at(&self.levels(job, index, cpu_request, mem_request), window)
+    }
+
+    /// What `usage` draws once per task, whatever the window: a replay keeps it for each running
+    /// task, so that a new window costs only the window's part (`usage_at`).
+    pub fn levels(&self, job: u64, index: u32, cpu_request: f32, mem_request: f32) -> TaskLevels {
         let d = self.task_draw(job, index);
         let cpu_level = if cpu_request > 0.0 && cpu_request.is_finite() {
             self.cpu_ratio.at(self.pos(d.y[0])) * cpu_request as f64
@@ -249,22 +269,32 @@ impl UsageModel {
         } else {
             self.mem_abs.at(self.pos(d.y[2]))
         };
-        let max_mean = self.max_mean.at(self.pos(d.y[1]));
-        let mai = self.mai.at(self.pos(d.y[3]));
+        TaskLevels {
+            key: d.key,
+            cpu_level,
+            mem_level,
+            max_mean: self.max_mean.at(self.pos(d.y[1])),
+            mai: self.mai.at(self.pos(d.y[3])) as f32,
+            sigma_cpu: d.sigma_cpu,
+            sigma_mem: d.sigma_mem,
+        }
+    }
 
-        let sc = d.sigma_cpu;
-        let (zc, zm) = self.temporal.z(self.normals, d.key, window);
+    /// `usage` of the task whose `levels` these are, in `window`.
+    pub fn usage_at(&self, l: &TaskLevels, window: u32) -> Usage {
+        let sc = l.sigma_cpu;
+        let (zc, zm) = self.temporal.z(self.normals, l.key, window);
         let fc = fast_exp(sc * zc - 0.5 * sc * sc);
-        let sm = d.sigma_mem;
+        let sm = l.sigma_mem;
         let fm = fast_exp(sm * zm - 0.5 * sm * sm);
 
-        let cpu = (cpu_level * fc).clamp(0.0, 1.0);
-        let max_cpu = (cpu * max_mean).clamp(cpu, 1.0);
+        let cpu = (l.cpu_level * fc).clamp(0.0, 1.0);
+        let max_cpu = (cpu * l.max_mean).clamp(cpu, 1.0);
         Usage {
             cpu: cpu as f32,
             max_cpu: max_cpu as f32,
-            mem: (mem_level * fm).clamp(0.0, 1.0) as f32,
-            mai: mai as f32,
+            mem: (l.mem_level * fm).clamp(0.0, 1.0) as f32,
+            mai: l.mai,
         }
     }
 }

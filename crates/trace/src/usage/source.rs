@@ -1,7 +1,7 @@
 //! Real rows first, the model otherwise.
 use std::sync::Arc;
 
-use super::{TaskUsage, Usage, UsageModel};
+use super::{TaskLevels, TaskUsage, Usage, UsageModel};
 use crate::Run;
 
 /// Where a usage value came from.
@@ -42,6 +42,17 @@ impl UsageSource {
     /// row into a later run of the same task); else the model with the run's requests (also
     /// before the task's first real window).
     pub fn lookup(&self, run: &Run, window: u32) -> (Usage, UsageOrigin) {
+        self.lookup_kept(run, window, &mut None)
+    }
+
+    /// `lookup`, keeping the task's model levels in `levels` (drawn at the first window the model
+    /// answers, then reused: a replay keeps one per running task).
+    pub fn lookup_kept(
+        &self,
+        run: &Run,
+        window: u32,
+        levels: &mut Option<TaskLevels>,
+    ) -> (Usage, UsageOrigin) {
         if let Some((w, u)) = self
             .real
             .as_ref()
@@ -54,10 +65,10 @@ impl UsageSource {
             };
             return (u, origin);
         }
-        let u = self
-            .model
-            .usage(run.job, run.index, run.cpu_request, run.mem_request, window);
-        (u, UsageOrigin::Model)
+        let levels = levels.get_or_insert_with(|| {
+            (self.model).levels(run.job, run.index, run.cpu_request, run.mem_request)
+        });
+        (self.model.usage_at(levels, window), UsageOrigin::Model)
     }
 
     /// True if real rows exist for the task (any window, any run).
