@@ -257,19 +257,18 @@ fn replay(
     let step = cfg.step_s;
     let planned = selection.steps(cfg);
     let limit = planned + u64::from(DRAIN_LIMIT_S / step);
-    let runs = &selection.runs;
-    let mut next_run = 0;
+    let mut runs = selection.replayed().peekable();
     let (mut cell, mut loads) = (Cell::default(), Loads::default());
     let mut k = 0u64;
     while k < planned || (cfg.until == Until::Drain && k < limit && sim.busy()) {
         let t = (k * u64::from(step)).min(u64::from(u32::MAX - step)) as u32;
         sim.land_migrations(t);
-        let before = next_run;
-        while next_run < runs.len() && runs[next_run].submit <= t {
-            sim.place(&runs[next_run], t, &mut place_rng);
-            next_run += 1;
+        let mut placed = false;
+        while let Some(r) = runs.next_if(|r| r.submit <= t) {
+            sim.place(r, t, &mut place_rng);
+            placed = true;
         }
-        let interval = if next_run > before {
+        let interval = if placed {
             cfg.busy_interval
         } else {
             cfg.idle_interval

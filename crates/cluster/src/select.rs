@@ -1,6 +1,7 @@
 //! Which runs of the loaded trace a replay places (`Replay`). Computed once per trace and
 //! configuration, shared by every policy and seed of a run.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use colosched_trace::events::FINISH;
@@ -10,10 +11,13 @@ use colosched_trace::{Run, Runs, END_NONE, NEVER};
 use crate::{Config, Replay, TaskStart, Until};
 
 /// The runs to replay, and what the trace had besides.
-#[derive(Clone, Debug, Default)]
-pub struct Selection {
-    /// Sorted by submit time (ties in file order).
-    pub runs: Vec<Run>,
+#[derive(Clone, Debug)]
+pub struct Selection<'a> {
+    /// The runs `keep` keeps are replayed, sorted by submit time (ties in file order): the
+    /// trace's own runs, borrowed (a full trace's runs take gigabytes), or a list made for the
+    /// replay (`Replay::Thesis` moves runs' submit times).
+    pub runs: Cow<'a, [Run]>,
+    pub keep: fn(&Run) -> bool,
     /// Runs of the loaded parts that are not replayed.
     pub skipped: u64,
     /// Machines the trace scheduled runs on (`Placement::Trace` uses this many).
@@ -22,17 +26,39 @@ pub struct Selection {
     pub trace_end: u32,
 }
 
-impl Selection {
+impl Default for Selection<'_> {
+    fn default() -> Self {
+        Selection::of(Vec::new())
+    }
+}
+
+impl<'a> Selection<'a> {
+    /// Every run of `runs` (sorted by submit time), for tests and made-up traces.
+    pub fn of(runs: Vec<Run>) -> Selection<'a> {
+        Selection {
+            runs: Cow::Owned(runs),
+            keep: |_| true,
+            skipped: 0,
+            trace_machines: 0,
+            trace_end: 0,
+        }
+    }
+
+    /// The runs replayed, by submit time.
+    pub fn replayed(&self) -> impl DoubleEndedIterator<Item = &Run> {
+        self.runs.iter().filter(|r| (self.keep)(r))
+    }
+
     /// Submit time of the last replayed run (0 if none).
     pub fn last_submit(&self) -> u32 {
-        self.runs.last().map_or(0, |r| r.submit)
+        self.replayed().next_back().map_or(0, |r| r.submit)
     }
 
     /// The most CPU the replayed runs request at once, in machines (requests are normalised to
     /// the largest machine): each run counts from its submission to its end. `--machines auto`
     /// sizes the cluster by it.
     pub fn peak_cpu_request(&self) -> f64 {
-        let mut events: Vec<(u32, f64)> = (self.runs.iter())
+        let mut events: Vec<(u32, f64)> = (self.replayed())
             .flat_map(|r| {
                 let c = f64::from(r.cpu_request.max(0.0));
                 [(r.submit, c), (r.end.max(r.submit), -c)]
@@ -67,8 +93,8 @@ impl Selection {
 ///   tasks whose first run began before the trace window (timestamp 0) are skipped;
 /// - `Ended`: every scheduled run that ends inside the loaded parts;
 /// - `All`: every scheduled run.
-pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
-    let keep: Vec<Run> = match cfg.replay {
+pub fn select<'a>(runs: &'a Runs, usage: &UsageSource, cfg: &Config) -> Selection<'a> {
+    let (kept, keep): (Cow<[Run]>, fn(&Run) -> bool) = match cfg.replay {
         Replay::Thesis => {
             let start = runs.runs.first().map_or(0, |r| r.submit);
             let span_end = start.saturating_add(cfg.usage_span_s);
@@ -94,27 +120,22 @@ pub fn select(runs: &Runs, usage: &UsageSource, cfg: &Config) -> Selection {
             let mut keep: Vec<usize> = last.into_values().flatten().collect();
             keep.sort_unstable();
             let keep = keep.into_iter().map(|i| runs.runs[i]);
-            match cfg.task_start {
+            let kept = match cfg.task_start {
                 TaskStart::LastSubmit => keep.collect(),
                 TaskStart::FirstEvent => from_first_event(runs, keep),
-            }
+            };
+            (Cow::Owned(kept), |_| true)
         }
-        Replay::Ended => runs
-            .runs
-            .iter()
-            .filter(|r| r.schedule != NEVER && r.end_kind != END_NONE)
-            .copied()
-            .collect(),
-        Replay::All => runs
-            .runs
-            .iter()
-            .filter(|r| r.schedule != NEVER)
-            .copied()
-            .collect(),
+        Replay::Ended => (Cow::Borrowed(&runs.runs), |r| {
+            r.schedule != NEVER && r.end_kind != END_NONE
+        }),
+        Replay::All => (Cow::Borrowed(&runs.runs), |r| r.schedule != NEVER),
     };
+    let replayed = kept.iter().filter(|r| keep(r)).count();
     Selection {
-        skipped: (runs.runs.len() - keep.len()) as u64,
-        runs: keep,
+        skipped: (runs.runs.len() - replayed) as u64,
+        runs: kept,
+        keep,
         trace_machines: runs.machine_ids.len(),
         trace_end: runs.trace_end,
     }

@@ -554,7 +554,7 @@ fn the_thesis_task_set_is_each_tasks_last_run_scheduled_then_finished() {
     let r = runs(list, 1);
     let jobs = |u: &UsageSource, c: &Config| {
         let sel = select(&r, u, c);
-        let jobs: Vec<(u64, u32)> = sel.runs.iter().map(|r| (r.job, r.submit)).collect();
+        let jobs: Vec<(u64, u32)> = sel.replayed().map(|r| (r.job, r.submit)).collect();
         (jobs, sel.skipped)
     };
     let model_only = UsageSource::new(None, UsageModel::calibrated(0));
@@ -827,14 +827,11 @@ fn a_window_without_a_usage_row_uses_nothing_in_the_thesis_code() {
 fn the_peak_request_counts_overlapping_runs_once_each() {
     // 0.5 over [0, 10), 0.25 over [5, 20), 0.5 over [10, 30): at most 0.75 at once (the first
     // ends at 10 as the third starts).
-    let sel = crate::Selection {
-        runs: vec![
-            run(1, 0, 10, 0.5, 0),
-            run(2, 5, 15, 0.25, 0),
-            run(3, 10, 20, 0.5, 0),
-        ],
-        ..Default::default()
-    };
+    let sel = crate::Selection::of(vec![
+        run(1, 0, 10, 0.5, 0),
+        run(2, 5, 15, 0.25, 0),
+        run(3, 10, 20, 0.5, 0),
+    ]);
     assert!(
         (sel.peak_cpu_request() - 0.75).abs() < 1e-9,
         "{}",
