@@ -10,6 +10,9 @@ use colosched_trace::{Run, Runs, END_NONE, NEVER};
 
 use crate::{Config, Replay, TaskStart, Until};
 
+/// Which runs of a list a replay places.
+pub type Keep = fn(&Run) -> bool;
+
 /// The runs to replay, and what the trace had besides.
 #[derive(Clone, Debug)]
 pub struct Selection<'a> {
@@ -17,7 +20,7 @@ pub struct Selection<'a> {
     /// trace's own runs, borrowed (a full trace's runs take gigabytes), or a list made for the
     /// replay (`Replay::Thesis` moves runs' submit times).
     pub runs: Cow<'a, [Run]>,
-    pub keep: fn(&Run) -> bool,
+    pub keep: Keep,
     /// Runs of the loaded parts that are not replayed.
     pub skipped: u64,
     /// Machines the trace scheduled runs on (`Placement::Trace` uses this many).
@@ -94,7 +97,7 @@ impl<'a> Selection<'a> {
 /// - `Ended`: every scheduled run that ends inside the loaded parts;
 /// - `All`: every scheduled run.
 pub fn select<'a>(runs: &'a Runs, usage: &UsageSource, cfg: &Config) -> Selection<'a> {
-    let (kept, keep): (Cow<[Run]>, fn(&Run) -> bool) = match cfg.replay {
+    let (kept, keep): (Cow<[Run]>, Keep) = match cfg.replay {
         Replay::Thesis => {
             let start = runs.runs.first().map_or(0, |r| r.submit);
             let span_end = start.saturating_add(cfg.usage_span_s);
