@@ -138,24 +138,40 @@ print(json.dumps(dict(ingest_s=t1 - t0, replay_s=t2 - t1, steps=s["steps"], star
 
 
 def bench_scale() -> None:
+    """Issue 29's grid: each replay in a fresh process, its time and peak RSS. The cost should
+    grow with events (runs) and machine-steps, not with running tasks × steps."""
     rows = []
-    for machines in (1250, 2500, 5000):
-        root = synth(machines, 2.0)
-        r = replay_in_child(root, machines)
-        mc = machines * r["steps"]
-        rows.append(
-            [
-                machines,
-                r["steps"],
-                f"{mc:,}",
-                f"{r['replay_s']:.2f}",
-                f"{r['replay_s'] / mc * 1e9:.1f}",
-                f"{r['rss_gib']:.2f}",
-            ]
-        )
+    for machines in (1500, 3000, 6000, 12500):
+        for days in (3, 7, 29):
+            r = replay_in_child(synth(machines, days), machines)
+            ms = machines * r["steps"]
+            runs = r["stats"]["runs"]
+            rows.append(
+                [
+                    f"{machines:,}",
+                    days,
+                    f"{runs:,}",
+                    f"{ms:,}",
+                    f"{r['task_steps']:,}",
+                    f"{r['ingest_s']:.1f}",
+                    f"{r['replay_s']:.1f}",
+                    f"{r['replay_s'] / (runs + ms) * 1e9:.0f}",
+                    f"{r['rss_gib']:.2f}",
+                ]
+            )
     table(
-        "Cost versus machines × cycles (synthetic trace, 2 days, fine:mem_usage)",
-        ["machines", "steps", "machine-steps", "replay s", "ns per machine-step", "peak RSS GiB"],
+        "Cost versus machines × days (synthetic traces, profile full, fine:mem_usage, 1 thread)",
+        [
+            "machines",
+            "days",
+            "runs",
+            "machine-steps",
+            "task-steps",
+            "ingest s (cache)",
+            "replay s",
+            "ns per (run + machine-step)",
+            "peak RSS GiB",
+        ],
         rows,
     )
 
