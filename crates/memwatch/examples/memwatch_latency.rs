@@ -28,8 +28,8 @@ fn main() {
         thresholds: vec![Threshold::parse(threshold).unwrap_or_else(|e| panic!("{e}"))],
         ..WatchOptions::default()
     };
-    let mut w = MemoryThresholdWatcher::open(cgroup.as_ref(), &opts)
-        .unwrap_or_else(|e| panic!("{}", e.msg));
+    let mut w =
+        MemoryThresholdWatcher::open(cgroup.as_ref(), &opts).unwrap_or_else(|e| panic!("{e}"));
     println!("ready");
     let mut out = std::io::stdout().lock();
     while !w.finished() {

@@ -1,6 +1,6 @@
 //! `colosched memwatch` / `colosched-agent memwatch`: print, exec or signal on threshold events.
 //! Exit 2 on bad input (the message names the flag), 0 after a `gone` event or SIGTERM/SIGINT,
-//! 1 on a failure while watching. It writes nothing but what the watcher registers, and the
+//! 1 on a failure while watching (every error of `MemoryThresholdWatcher::open` is bad input). It writes nothing but what the watcher registers, and the
 //! watcher undoes that when it is dropped, on every path out of `run`.
 
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use clap::Parser;
 use rustix::process::{kill_process, Pid, Signal};
 
 use crate::{BackendChoice, Direction, Event, MemoryThresholdWatcher, Threshold};
-use crate::{WatchError, WatchOptions};
+use crate::{ParseError, WatchError, WatchOptions};
 
 /// What the flags' one-line help cannot say (`--help` prints it after the flags).
 const NOTES: &str = "\
@@ -103,7 +103,7 @@ impl Args {
     }
 }
 
-fn parse_signal(s: &str) -> Result<Signal, String> {
+fn parse_signal(s: &str) -> Result<Signal, ParseError> {
     let name = s.trim_start_matches("SIG");
     let named = match name {
         "USR1" => Some(Signal::USR1),
@@ -119,17 +119,20 @@ fn parse_signal(s: &str) -> Result<Signal, String> {
         // SAFETY: Linux signals are 1..=64 (the real-time ones, 34 and up, have no name).
         Signal::from_named_raw(n).or(Some(unsafe { Signal::from_raw_unchecked(n) }))
     };
-    named
-        .or_else(number)
-        .ok_or_else(|| format!("{s:?} is not USR1, USR2, HUP, TERM, INT, KILL or 1-64"))
+    named.or_else(number).ok_or_else(|| {
+        ParseError::new(
+            s,
+            format!("{s:?} is not USR1, USR2, HUP, TERM, INT, KILL or 1-64"),
+        )
+    })
 }
 
-fn parse_period(s: &str) -> Result<Duration, String> {
+fn parse_period(s: &str) -> Result<Duration, ParseError> {
     s.parse()
         .ok()
         .filter(|ms| (1.0..=60_000.0).contains(ms))
         .map(|ms: f64| Duration::from_secs_f64(ms / 1000.0))
-        .ok_or_else(|| format!("{s:?} is not milliseconds from 1 to 60000"))
+        .ok_or_else(|| ParseError::new(s, format!("{s:?} is not milliseconds from 1 to 60000")))
 }
 
 /// Entry point: returns the exit code.
@@ -145,7 +148,7 @@ pub fn main(args: &[String]) -> i32 {
     };
     let watcher = match MemoryThresholdWatcher::open(&a.cgroup, &a.options()) {
         Ok(w) => w,
-        Err(WatchError { msg, bad_input }) => return fail(&msg, if bad_input { 2 } else { 1 }),
+        Err(e) => return fail(&e, 2),
     };
     log(&format!(
         "watching {}: {}",
@@ -154,12 +157,12 @@ pub fn main(args: &[String]) -> i32 {
     ));
     match run(watcher, &a) {
         Ok(code) => code,
-        Err(msg) => fail(&msg, 1),
+        Err(e) => fail(&e, 1),
     }
 }
 
-fn fail(msg: &str, code: i32) -> i32 {
-    eprintln!("colosched memwatch: error: {msg}");
+fn fail(e: &WatchError, code: i32) -> i32 {
+    eprintln!("colosched memwatch: error: {e}");
     code
 }
 
@@ -167,8 +170,8 @@ fn log(msg: &str) {
     eprintln!("colosched memwatch: {msg}");
 }
 
-fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, String> {
-    let signals = colosched_sys::signals::Signals::catch()?;
+fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, WatchError> {
+    let signals = colosched_sys::signals::Signals::catch().map_err(WatchError::Sys)?;
     let mut children: Vec<Child> = Vec::new();
     let result = loop {
         // The wait wakes at once on an event; the timeout only bounds how late a signal is seen.
@@ -251,13 +254,11 @@ fn deliver(e: &Event, a: &Args, children: &mut Vec<Child>) {
     }
 }
 
-/// The processes in the cgroup now (`cgroup.procs`).
+/// The processes in the cgroup now (`cgroup.procs`); none if it cannot be read.
 fn cgroup_pids(cgroup: &std::path::Path) -> Vec<i32> {
-    std::fs::read_to_string(cgroup.join("cgroup.procs"))
+    colosched_sys::Cgroupfs::new(cgroup)
+        .ids("cgroup.procs")
         .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
 }
 
 #[cfg(test)]
@@ -300,6 +301,8 @@ mod tests {
         .expect("ok");
         assert_eq!(ok.signal, Some(Signal::USR2));
         assert_eq!(parse_signal("40").map(Signal::as_raw), Ok(40));
+        let e = parse_signal("FOO").unwrap_err();
+        assert_eq!(e.value, "FOO");
         assert_eq!(ok.pid, vec![7]);
         assert!(ok.wants(Direction::Up) && !ok.wants(Direction::Down));
         assert!(!ok.wants(Direction::Gone));
@@ -316,5 +319,6 @@ mod tests {
     #[test]
     fn size_flags_parse() {
         assert_eq!(parse_size("1.5K"), Ok(1536));
+        assert_eq!(parse_period("0").unwrap_err().value, "0");
     }
 }

@@ -1,7 +1,8 @@
 //! colosched-memwatch: `MemoryThresholdWatcher` tells an application, before its memory cgroup's hard limit, that
 //! usage crossed one of its thresholds (spec 004, the paper's memcg thresholds + eventfd).
 //!
-//! What it may touch: it reads the watched cgroup's memory files; it writes registrations into a
+//! What it may touch: it reads the watched cgroup's memory files (through colosched-sys:
+//! `Cgroupfs`, `KeptFile`, `PolledFile`, `psi::Trigger`); it writes registrations into a
 //! v1 `cgroup.event_control` (undone by closing the eventfd), a PSI trigger into v2
 //! `memory.pressure` (undone by closing the file), and `memory.high` only when asked (the old value
 //! is put back on drop). It creates and removes nothing. Every path comes from the cgroup
@@ -19,6 +20,7 @@
 //!   is on v1): only a PSI trigger on its `memory.pressure`, which still sees the stalls of its
 //!   processes, whatever v1 memory group limits them.
 
+mod error;
 mod order;
 mod psi;
 mod sys;
@@ -28,17 +30,14 @@ mod watcher;
 pub mod cli;
 
 use std::fmt;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
+pub use error::{explain, ParseError, WatchError};
 pub use order::{order_crossings, poll_crossings};
 pub use psi::PsiTrigger;
 pub use v2::{parse_memory_events, MemoryEvents};
 pub use watcher::{MemoryThresholdWatcher, StopHandle};
-
-/// A v1 limit at or above this is "no limit" (the kernel reports PAGE_COUNTER_MAX pages).
-const UNLIMITED: u64 = 1 << 62;
 
 /// A threshold as the user gave it: bytes, or a percentage of the group's limit.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,32 +48,32 @@ pub enum Threshold {
 
 impl Threshold {
     /// Parses `268435456`, `512K`, `256M`, `1.5G`, `1T` (powers of 1024) or `80%`.
-    pub fn parse(s: &str) -> Result<Threshold, String> {
+    pub fn parse(s: &str) -> Result<Threshold, ParseError> {
         let t = s.trim();
         if let Some(p) = t.strip_suffix('%') {
             let v: f64 = p
                 .trim()
                 .parse()
-                .map_err(|_| format!("{s:?} is not a percentage like 80%"))?;
+                .map_err(|_| ParseError::new(s, format!("{s:?} is not a percentage like 80%")))?;
             if !(v > 0.0 && v <= 100.0) {
-                return Err(format!(
-                    "{s:?}: a percentage must be above 0 and at most 100"
+                return Err(ParseError::new(
+                    s,
+                    format!("{s:?}: a percentage must be above 0 and at most 100"),
                 ));
             }
             return Ok(Threshold::Percent(v));
         }
         Ok(Threshold::Bytes(
-            parse_size(t).map_err(|e| format!("{s:?}: {e}"))?,
+            parse_size(t).map_err(|e| ParseError::new(s, format!("{s:?}: {e}")))?,
         ))
     }
 
-    /// Bytes for a group whose limit is `limit` (None: unlimited).
-    pub fn resolve(&self, limit: Option<u64>) -> Result<u64, String> {
+    /// Bytes for a group whose limit is `limit` (None: unlimited); None for a percentage of no
+    /// limit.
+    pub fn resolve(&self, limit: Option<u64>) -> Option<u64> {
         match *self {
-            Threshold::Bytes(b) => Ok(b),
-            Threshold::Percent(p) => limit
-                .map(|l| (l as f64 * p / 100.0) as u64)
-                .ok_or_else(|| "a percentage needs a memory limit, and the cgroup has none".into()),
+            Threshold::Bytes(b) => Some(b),
+            Threshold::Percent(p) => limit.map(|l| (l as f64 * p / 100.0) as u64),
         }
     }
 }
@@ -89,7 +88,9 @@ impl fmt::Display for Threshold {
 }
 
 /// `4096`, `512K`, `256M`, `1.5G`, `1T` → bytes (must be above 0).
-pub fn parse_size(s: &str) -> Result<u64, String> {
+pub fn parse_size(s: &str) -> Result<u64, ParseError> {
+    let given = s;
+    let bad = |msg: &str| ParseError::new(given, msg);
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -98,7 +99,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
                 'M' => 1 << 20,
                 'G' => 1 << 30,
                 'T' => 1 << 40,
-                _ => return Err(format!("unknown size suffix {c:?} (use K, M, G, T or %)")),
+                _ => {
+                    return Err(bad(&format!(
+                        "unknown size suffix {c:?} (use K, M, G, T or %)"
+                    )))
+                }
             };
             (&s[..i], m)
         }
@@ -108,19 +113,20 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .parse()
         .ok()
         .filter(|v: &f64| v.is_finite())
-        .ok_or_else(|| "not a size like 256M, 1G or 80%".to_string())?;
+        .ok_or_else(|| bad("not a size like 256M, 1G or 80%"))?;
     let bytes = v * mult as f64;
     if bytes < 1.0 {
-        return Err("a threshold must be above 0".into());
+        return Err(bad("a threshold must be above 0"));
     }
     if bytes >= u64::MAX as f64 {
-        return Err("too large".into());
+        return Err(bad("too large"));
     }
     Ok(bytes as u64)
 }
 
 /// `500ms`, `2s`, `1.5s`, `250us` → a duration (above 0).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+pub fn parse_duration(s: &str) -> Result<Duration, ParseError> {
+    let bad = |msg: String| ParseError::new(s, msg);
     let t = s.trim();
     let (num, unit_s) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1e-3)
@@ -129,19 +135,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1.0)
     } else {
-        return Err(format!(
+        return Err(bad(format!(
             "{s:?} is not a duration like 500ms or 2s (give the unit)"
-        ));
+        )));
     };
     let v: f64 = num
         .trim()
         .parse()
         .ok()
         .filter(|v: &f64| v.is_finite() && *v > 0.0)
-        .ok_or_else(|| format!("{s:?} is not a duration above 0 like 500ms or 2s"))?;
+        .ok_or_else(|| bad(format!("{s:?} is not a duration above 0 like 500ms or 2s")))?;
     let secs = v * unit_s;
     if secs > 3600.0 {
-        return Err(format!("{s:?}: at most 1 hour"));
+        return Err(bad(format!("{s:?}: at most 1 hour")));
     }
     Ok(Duration::from_secs_f64(secs))
 }
@@ -194,13 +200,16 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
-    pub fn parse(s: &str) -> Result<BackendChoice, String> {
+    pub fn parse(s: &str) -> Result<BackendChoice, ParseError> {
         match s {
             "auto" => Ok(BackendChoice::Auto),
             "v1" => Ok(BackendChoice::V1),
             "v2" => Ok(BackendChoice::V2),
             "poll" => Ok(BackendChoice::Poll),
-            _ => Err(format!("{s:?} is not one of auto, v1, v2, poll")),
+            _ => Err(ParseError::new(
+                s,
+                format!("{s:?} is not one of auto, v1, v2, poll"),
+            )),
         }
     }
 }
@@ -292,43 +301,6 @@ impl Event {
             "backend": self.backend.name(),
         })
     }
-}
-
-/// A setup error: `bad_input` ones (missing cgroup, no memory controller, bad threshold,
-/// registration refused) are the caller's to fix, exit 2 on the command line.
-#[derive(Debug, Clone, PartialEq)]
-pub struct WatchError {
-    pub msg: String,
-    pub bad_input: bool,
-}
-
-impl fmt::Display for WatchError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.msg)
-    }
-}
-
-fn bad(msg: String) -> WatchError {
-    WatchError {
-        msg,
-        bad_input: true,
-    }
-}
-
-/// A limit file: a number of bytes, `max` (v2) or a huge v1 value → None (no limit).
-pub fn read_limit(path: &Path) -> Result<Option<u64>, String> {
-    let text = fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    parse_limit(text.trim()).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-pub fn parse_limit(text: &str) -> Result<Option<u64>, String> {
-    if text == "max" {
-        return Ok(None);
-    }
-    let v: u64 = text
-        .parse()
-        .map_err(|_| format!("{text:?} is not a number of bytes or \"max\""))?;
-    Ok((v < UNLIMITED).then_some(v))
 }
 
 #[cfg(test)]

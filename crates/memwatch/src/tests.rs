@@ -7,6 +7,7 @@
 
 use super::*;
 use std::fs;
+use std::path::Path;
 use std::time::Instant;
 
 use rustix::event::PollFlags;
@@ -21,20 +22,13 @@ fn thresholds_parse_sizes_and_percentages() {
     assert_eq!(Threshold::parse("12.5%"), Ok(Threshold::Percent(12.5)));
     for bad in ["0", "-1M", "0%", "101%", "12Q", "", "M", "abc%"] {
         let e = Threshold::parse(bad).expect_err(bad);
-        assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        assert!(e.to_string().contains(&format!("{bad:?}")), "{bad}: {e}");
+        assert_eq!(e.value, bad);
     }
-    assert_eq!(Threshold::Percent(50.0).resolve(Some(1000)), Ok(500));
-    assert!(Threshold::Percent(50.0).resolve(None).is_err());
+    assert_eq!(Threshold::Percent(50.0).resolve(Some(1000)), Some(500));
+    assert_eq!(Threshold::Percent(50.0).resolve(None), None);
     assert_eq!(format_size(256 << 20), "256M");
     assert_eq!(format_size(1000), "1000");
-}
-
-#[test]
-fn limits_parse() {
-    assert_eq!(parse_limit("max"), Ok(None));
-    assert_eq!(parse_limit("9223372036854771712"), Ok(None));
-    assert_eq!(parse_limit("536870912"), Ok(Some(512 << 20)));
-    assert!(parse_limit("lots").is_err());
 }
 
 #[test]
@@ -98,7 +92,16 @@ fn memory_events_parse_and_diff() {
     assert_eq!(b.diff(&a), vec![("high", 4), ("oom", 1), ("oom_kill", 1)]);
     assert!(a.diff(&a).is_empty());
     let e = parse_memory_events("low 0\nhigh x\n").unwrap_err();
-    assert!(e.contains("line 2") && e.contains("high"), "{e}");
+    assert!(
+        e.to_string().contains("line 2") && e.to_string().contains("high"),
+        "{e}"
+    );
+    assert_eq!(e.value, "high x");
+}
+
+/// A flag named as the cause: the bad input of the command line (exit 2).
+fn is_flag(e: &WatchError) -> bool {
+    matches!(e, WatchError::Flag { .. })
 }
 
 /// A fake cgroup v2 memory group.
@@ -232,25 +235,28 @@ fn v2_high_is_set_and_put_back() {
 fn bad_input_is_refused_with_the_reason() {
     let err = |p: &Path, o: &WatchOptions| MemoryThresholdWatcher::open_fake(p, o).err().unwrap();
     let e = err(Path::new("/nonexistent/colosched"), &opts(&["1M"]));
-    assert!(e.bad_input && e.msg.contains("no such cgroup"), "{e}");
+    assert!(
+        is_flag(&e) && e.to_string().contains("no such cgroup"),
+        "{e}"
+    );
 
     let empty = tempfile::tempdir().unwrap();
     let e = err(empty.path(), &opts(&["1M"]));
-    assert!(e.msg.contains("no memory controller"), "{e}");
+    assert!(e.to_string().contains("no memory controller"), "{e}");
     fs::write(empty.path().join("memory.pressure"), "").unwrap();
     assert!(err(empty.path(), &opts(&["1M"]))
-        .msg
+        .to_string()
         .contains("only memory.pressure"));
 
     let d = fake_v2(0, "max");
     let e = err(d.path(), &opts(&["80%"]));
     assert!(
-        e.msg.starts_with("--threshold 80%") && e.msg.contains("no"),
+        e.to_string().starts_with("--threshold 80%") && e.to_string().contains("no"),
         "{e}"
     );
     let d = fake_v2(0, "1048576");
     let e = err(d.path(), &opts(&["2M"]));
-    assert!(e.msg.contains("above the group's limit"), "{e}");
+    assert!(e.to_string().contains("above the group's limit"), "{e}");
     let e = err(
         d.path(),
         &WatchOptions {
@@ -258,7 +264,7 @@ fn bad_input_is_refused_with_the_reason() {
             ..opts(&["512K"])
         },
     );
-    assert!(e.msg.starts_with("--backend"), "{e}");
+    assert!(e.to_string().starts_with("--backend"), "{e}");
     let e = err(
         d.path(),
         &WatchOptions {
@@ -266,7 +272,7 @@ fn bad_input_is_refused_with_the_reason() {
             ..opts(&["512K"])
         },
     );
-    assert!(e.msg.starts_with("--memsw"), "{e}");
+    assert!(e.to_string().starts_with("--memsw"), "{e}");
     // Nothing was changed in the fake group.
     assert_eq!(
         fs::read_to_string(d.path().join("memory.high")).unwrap(),
@@ -285,9 +291,14 @@ fn psi_specs_are_checked_before_the_kernel() {
         "some 1 100",
         "some 2000000 1000000",
     ] {
+        let e = psi::check_spec(bad).unwrap_err();
         assert!(
-            psi::check_spec(bad).unwrap_err().starts_with("--psi"),
-            "{bad}"
+            matches!(&e, WatchError::Flag { flag: "--psi", value: Some(v), .. } if *v == format!("{bad:?}")),
+            "{bad}: {e:?}"
+        );
+        assert!(
+            e.to_string().starts_with(&format!("--psi {bad:?}: ")),
+            "{e}"
         );
     }
 }
@@ -325,7 +336,15 @@ fn psi_trigger_fires_for_real_on_cpu_pressure() {
     let pressure = cg.join("cpu.pressure");
     let one_second = PsiTrigger::open(&pressure, "some 100000 1000000");
     if let Err(e) = &one_second {
-        assert!(e.contains("refused") && e.contains("2 s"), "{e}");
+        assert!(
+            matches!(e, WatchError::Refused { flag: "--psi", path, .. } if *path == pressure),
+            "{e:?}"
+        );
+        let e = e.to_string();
+        assert!(
+            e.contains("refused the trigger") && e.contains("2 s"),
+            "{e}"
+        );
     }
     let t = PsiTrigger::open(&pressure, "some 100000 2000000").expect("a 2 s window is accepted");
     // Three busy loops on one CPU inside the group: each waits for the CPU, a `some` stall.
@@ -369,7 +388,10 @@ fn a_v2_group_without_memory_controller_takes_a_psi_only_watch() {
     let e = MemoryThresholdWatcher::open_fake(d.path(), &psi(&["1M"]))
         .err()
         .unwrap();
-    assert!(e.msg.contains("--psi SPEC without --threshold"), "{e}");
+    assert!(
+        e.to_string().contains("--psi SPEC without --threshold"),
+        "{e}"
+    );
     let mut w = MemoryThresholdWatcher::open_fake(d.path(), &psi(&[])).unwrap();
     assert_eq!(w.backend(), Backend::Psi);
     assert_eq!(w.limit(), None);
@@ -408,7 +430,7 @@ fn durations_parse() {
     assert_eq!(parse_duration("250us"), Ok(Duration::from_micros(250)));
     for bad in ["5", "0s", "-1s", "ms", "2h", "7200s", "nans"] {
         let e = parse_duration(bad).expect_err(bad);
-        assert!(e.contains(&format!("{bad:?}")), "{bad}: {e}");
+        assert!(e.to_string().contains(&format!("{bad:?}")), "{bad}: {e}");
     }
 }
 
@@ -478,11 +500,14 @@ fn debounce_bad_input() {
     let e = MemoryThresholdWatcher::open_fake(d.path(), &with(&["1M"], 0))
         .err()
         .unwrap();
-    assert!(e.bad_input && e.msg.starts_with("--debounce"), "{e}");
+    assert!(
+        is_flag(&e) && e.to_string().starts_with("--debounce"),
+        "{e}"
+    );
     let e = MemoryThresholdWatcher::open_fake(d.path(), &with(&[], 100))
         .err()
         .unwrap();
-    assert!(e.msg.contains("only with --threshold"), "{e}");
+    assert!(e.to_string().contains("only with --threshold"), "{e}");
 }
 
 /// A fake v2 hierarchy `root/parent/child`, each with its own memory.max.
@@ -539,7 +564,9 @@ fn a_percentage_without_a_limit_is_of_the_nearest_ancestors() {
         .err()
         .unwrap();
     assert!(
-        e.bad_input && e.msg.starts_with("--threshold 80%") && e.msg.contains("any ancestor"),
+        is_flag(&e)
+            && e.to_string().starts_with("--threshold 80%")
+            && e.to_string().contains("any ancestor"),
         "{e}"
     );
     let (_d, child) = fake_v2_tree("1048576", "max");
@@ -547,8 +574,9 @@ fn a_percentage_without_a_limit_is_of_the_nearest_ancestors() {
         .err()
         .unwrap();
     assert!(
-        e.msg.contains("above the group's limit")
-            && e.msg.contains(&parent_max_of(&child).display().to_string()),
+        e.to_string().contains("above the group's limit")
+            && e.to_string()
+                .contains(&parent_max_of(&child).display().to_string()),
         "{e}"
     );
     // --high as a percentage uses the same limit.
@@ -607,10 +635,11 @@ fn a_directory_outside_cgroupfs_is_refused() {
     let e = MemoryThresholdWatcher::open(p, &opts(&["1M"]))
         .err()
         .unwrap();
-    assert!(e.bad_input, "{e}");
+    assert!(is_flag(&e), "{e}");
     assert!(
-        e.msg.starts_with(&format!("--cgroup {}", p.display()))
-            && e.msg.contains("not on a cgroup filesystem"),
+        e.to_string()
+            .starts_with(&format!("--cgroup {}", p.display()))
+            && e.to_string().contains("not on a cgroup filesystem"),
         "{e}"
     );
     assert_eq!(
@@ -654,4 +683,40 @@ fn cgroup_mounts_pass_the_filesystem_check() {
         assert_eq!(t, want, "{dir} ({kind})");
         sys::check_cgroup_fs(Path::new(dir)).unwrap();
     }
+}
+
+/// A cgroup file the watcher cannot use is named in the error (read through colosched-sys), and
+/// a write the kernel refuses names the file and the flag.
+#[test]
+fn file_errors_name_the_file() {
+    let d = fake_v2(0, "lots");
+    let e = MemoryThresholdWatcher::open_fake(d.path(), &opts(&["1M"]))
+        .err()
+        .unwrap();
+    let max = d.path().join("memory.max");
+    assert!(
+        matches!(&e, WatchError::Read { flag: None, source } if source.path() == max),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: \"lots\" is not a number of bytes or \"max\"",
+            max.display()
+        )
+    );
+    let d = fake_v2(0, "max");
+    fs::remove_file(d.path().join("memory.high")).unwrap();
+    let mut o = opts(&[]);
+    o.high = Some(Threshold::parse("1M").unwrap());
+    let e = MemoryThresholdWatcher::open_fake(d.path(), &o)
+        .err()
+        .unwrap();
+    assert!(
+        e.to_string().starts_with(&format!(
+            "--high: {}: ",
+            d.path().join("memory.high").display()
+        )),
+        "{e}"
+    );
 }

@@ -1,10 +1,15 @@
-//! cgroup v2 pieces: `memory.events` counters (read, diffed) and the optional `memory.high`
-//! soft line (set while watching, the old value written back on drop).
+//! cgroup v2 pieces: `memory.events` counters (read through colosched-sys's `PolledFile`,
+//! diffed) and the optional `memory.high` soft line (set while watching, the old value written
+//! back on drop).
 
-use std::fs::{self, File};
-use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
+use std::fs;
+use std::os::fd::BorrowedFd;
 use std::path::{Path, PathBuf};
+
+use colosched_sys::polled::PolledFile;
+use colosched_sys::Cgroupfs;
+
+use crate::{ParseError, WatchError};
 
 /// The `memory.events` counters the watcher reports, in file order.
 pub const EVENT_NAMES: [&str; 6] = ["low", "high", "max", "oom", "oom_kill", "oom_group_kill"];
@@ -33,7 +38,7 @@ impl MemoryEvents {
 }
 
 /// `low 0\nhigh 3\nmax 1\noom 0\noom_kill 0\n` → counters; errors name the line.
-pub fn parse_memory_events(text: &str) -> Result<MemoryEvents, String> {
+pub fn parse_memory_events(text: &str) -> Result<MemoryEvents, ParseError> {
     let mut ev = MemoryEvents::default();
     for (n, line) in text.lines().enumerate() {
         if line.trim().is_empty() {
@@ -41,14 +46,17 @@ pub fn parse_memory_events(text: &str) -> Result<MemoryEvents, String> {
         }
         let mut f = line.split_ascii_whitespace();
         let (Some(key), Some(val), None) = (f.next(), f.next(), f.next()) else {
-            return Err(format!(
-                "line {}: expected \"name count\", got {line:?}",
-                n + 1
+            return Err(ParseError::new(
+                line,
+                format!("line {}: expected \"name count\", got {line:?}", n + 1),
             ));
         };
-        let v: u64 = val
-            .parse()
-            .map_err(|_| format!("line {}: {key}: {val:?} is not a count", n + 1))?;
+        let v: u64 = val.parse().map_err(|_| {
+            ParseError::new(
+                line,
+                format!("line {}: {key}: {val:?} is not a count", n + 1),
+            )
+        })?;
         if let Some(i) = EVENT_NAMES.iter().position(|k| *k == key) {
             ev.0[i] = v;
         }
@@ -58,18 +66,14 @@ pub fn parse_memory_events(text: &str) -> Result<MemoryEvents, String> {
 
 /// An open `memory.events` and the counters last seen.
 pub struct EventsWatch {
-    file: File,
-    path: PathBuf,
+    file: PolledFile,
     last: MemoryEvents,
 }
 
 impl EventsWatch {
-    pub fn open(cgroup: &Path) -> Result<EventsWatch, String> {
-        let path = cgroup.join("memory.events");
-        let file = File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn open(cgroup: &Path) -> Result<EventsWatch, WatchError> {
         let mut w = EventsWatch {
-            file,
-            path,
+            file: PolledFile::open(cgroup.join("memory.events"))?,
             last: MemoryEvents::default(),
         };
         w.last = w.read()?;
@@ -77,18 +81,14 @@ impl EventsWatch {
     }
 
     pub fn fd(&self) -> BorrowedFd<'_> {
-        self.file.as_fd()
+        self.file.fd()
     }
 
     /// Reading the file also re-arms poll(POLLPRI) on it.
-    fn read(&self) -> Result<MemoryEvents, String> {
-        let mut buf = vec![0u8; 4096];
-        let n = self
-            .file
-            .read_at(&mut buf, 0)
-            .map_err(|e| format!("{}: {e}", self.path.display()))?;
-        let text = String::from_utf8_lossy(&buf[..n]);
-        parse_memory_events(&text).map_err(|e| format!("{}: {e}", self.path.display()))
+    fn read(&self) -> Result<MemoryEvents, WatchError> {
+        let text = self.file.read()?;
+        parse_memory_events(&text)
+            .map_err(|e| colosched_sys::Error::parse(self.file.path(), e).into())
     }
 
     /// True while the file can be read (false once its group is removed: ENODEV).
@@ -97,7 +97,7 @@ impl EventsWatch {
     }
 
     /// Counters that grew since the last call.
-    pub fn changes(&mut self) -> Result<Vec<(&'static str, u64)>, String> {
+    pub fn changes(&mut self) -> Result<Vec<(&'static str, u64)>, WatchError> {
         let now = self.read()?;
         let d = now.diff(&self.last);
         self.last = now;
@@ -112,14 +112,22 @@ pub struct HighGuard {
 }
 
 impl HighGuard {
-    pub fn set(cgroup: &Path, bytes: u64) -> Result<HighGuard, String> {
-        let path = cgroup.join("memory.high");
-        let old = fs::read_to_string(&path)
-            .map_err(|e| format!("--high: {}: {e}", path.display()))?
+    pub fn set(cgroup: &Path, bytes: u64) -> Result<HighGuard, WatchError> {
+        let old = Cgroupfs::new(cgroup)
+            .read("memory.high")
+            .map_err(|source| WatchError::Read {
+                flag: Some("--high"),
+                source,
+            })?
             .trim()
             .to_string();
-        fs::write(&path, bytes.to_string())
-            .map_err(|e| format!("--high: writing {bytes} to {}: {e}", path.display()))?;
+        let path = cgroup.join("memory.high");
+        fs::write(&path, bytes.to_string()).map_err(|source| WatchError::Refused {
+            flag: "--high",
+            path: path.clone(),
+            what: format!("{bytes} bytes"),
+            source,
+        })?;
         Ok(HighGuard { path, old })
     }
 }

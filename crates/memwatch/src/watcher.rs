@@ -7,9 +7,11 @@ use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use colosched_sys::kept::KeptFile;
+use colosched_sys::Cgroupfs;
 use rustix::event::PollFlags;
 
-use crate::{bad, order_crossings, poll_crossings, psi::PsiTrigger, read_limit, sys, v2};
+use crate::{order_crossings, poll_crossings, psi::PsiTrigger, sys, v2};
 use crate::{Backend, BackendChoice, Direction, Event, WatchError, WatchOptions};
 
 /// A threshold resolved to bytes, with the label the user gave.
@@ -27,6 +29,16 @@ const REGISTER_ATTEMPTS: u32 = 100;
 fn side_at_registration(before: u64, after: u64, threshold: u64) -> Option<bool> {
     let (a, b) = (before >= threshold, after >= threshold);
     (a == b).then_some(a)
+}
+
+/// A new stop handle (its eventfd).
+fn stop_handle() -> Result<StopHandle, WatchError> {
+    let fd = sys::eventfd().map_err(|source| WatchError::Call {
+        what: "the stop handle".into(),
+        call: "eventfd",
+        source,
+    })?;
+    Ok(StopHandle(std::sync::Arc::new(fd)))
 }
 
 /// Wakes a blocked `wait` from another thread (an eventfd).
@@ -50,8 +62,8 @@ pub struct MemoryThresholdWatcher {
     /// Per line: is usage at or above it (the kernel's side of it)?
     above: Vec<bool>,
     limit: Option<u64>,
-    usage_path: PathBuf,
-    usage_fd: Option<fs::File>,
+    /// The usage file, read with one pread (None in a PSI-only watch, and once finished).
+    usage: Option<KeptFile>,
     /// v1: one eventfd per line, same order.
     v1_fds: Vec<OwnedFd>,
     events: Option<v2::EventsWatch>,
@@ -73,7 +85,7 @@ pub struct MemoryThresholdWatcher {
 /// (a group without a limit is bounded by it). Returns the limit and the file it came from.
 fn effective_limit(cgroup: &Path, limit_file: &str) -> Result<(Option<u64>, PathBuf), WatchError> {
     let own = cgroup.join(limit_file);
-    let limit = read_limit(&own).map_err(bad)?;
+    let limit = Cgroupfs::new(cgroup).limit(limit_file)?;
     if limit.is_some() {
         return Ok((limit, own));
     }
@@ -84,7 +96,7 @@ fn effective_limit(cgroup: &Path, limit_file: &str) -> Result<(Option<u64>, Path
         if !f.is_file() {
             break;
         }
-        if let Some(l) = read_limit(&f).map_err(bad)? {
+        if let Some(l) = Cgroupfs::new(dir).limit(limit_file)? {
             return Ok((Some(l), f));
         }
     }
@@ -108,23 +120,27 @@ impl MemoryThresholdWatcher {
     fn open_on(cgroup: &Path, opts: &WatchOptions, check_fs: bool) -> Result<Self, WatchError> {
         let has = |f: &str| cgroup.join(f).exists();
         if !cgroup.is_dir() {
-            return Err(bad(format!(
-                "--cgroup {}: no such cgroup directory",
-                cgroup.display()
-            )));
+            return Err(WatchError::flag(
+                "--cgroup",
+                cgroup.display(),
+                "no such cgroup directory",
+            ));
         }
         if check_fs {
-            sys::check_cgroup_fs(cgroup).map_err(bad)?;
+            sys::check_cgroup_fs(cgroup)?;
         }
         if let Some(d) = opts.debounce {
             if d.is_zero() || d > Duration::from_secs(3600) {
-                return Err(bad("--debounce: must be above 0 and at most 1 hour".into()));
+                return Err(WatchError::bare_flag(
+                    "--debounce",
+                    "must be above 0 and at most 1 hour",
+                ));
             }
             if opts.thresholds.is_empty() {
-                return Err(bad(
-                    "--debounce: only with --threshold (it delays threshold crossings; \
-                     memory.events counters and PSI triggers are reported as they come)"
-                        .into(),
+                return Err(WatchError::bare_flag(
+                    "--debounce",
+                    "only with --threshold (it delays threshold crossings; \
+                     memory.events counters and PSI triggers are reported as they come)",
                 ));
             }
         }
@@ -150,18 +166,25 @@ impl MemoryThresholdWatcher {
                 } else {
                     ""
                 };
-                return Err(bad(format!(
-                    "--cgroup {}: no memory controller here: neither cgroup v1 \
-                     (cgroup.event_control + memory.usage_in_bytes) nor cgroup v2 (memory.current){why}",
-                    cgroup.display()
-                )));
+                return Err(WatchError::flag(
+                    "--cgroup",
+                    cgroup.display(),
+                    format!(
+                        "no memory controller here: neither cgroup v1 (cgroup.event_control + \
+                         memory.usage_in_bytes) nor cgroup v2 (memory.current){why}"
+                    ),
+                ));
             }
             (choice, _, _) => {
-                return Err(bad(format!(
-                    "--backend {choice:?}: {} is a cgroup {} memory group",
-                    cgroup.display(),
-                    if v1 { "v1" } else { "v2" }
-                )))
+                return Err(WatchError::flag(
+                    "--backend",
+                    format!("{choice:?}"),
+                    format!(
+                        "{} is a cgroup {} memory group",
+                        cgroup.display(),
+                        if v1 { "v1" } else { "v2" }
+                    ),
+                ))
             }
         };
         let is_v1 = v1 && backend != Backend::V2;
@@ -170,44 +193,52 @@ impl MemoryThresholdWatcher {
             (true, true) => ("memory.memsw.usage_in_bytes", "memory.memsw.limit_in_bytes"),
             (false, false) => ("memory.current", "memory.max"),
             (false, true) => {
-                return Err(bad(
-                    "--memsw: only for cgroup v1 (v2 keeps swap apart in memory.swap.current)"
-                        .into(),
+                return Err(WatchError::bare_flag(
+                    "--memsw",
+                    "only for cgroup v1 (v2 keeps swap apart in memory.swap.current)",
                 ))
             }
         };
         let usage_path = cgroup.join(usage_file);
         if !usage_path.exists() {
-            return Err(bad(format!(
-                "{}: missing (--memsw needs swap accounting)",
-                usage_path.display()
-            )));
+            return Err(WatchError::bare_flag(
+                "--memsw",
+                format!(
+                    "{} is missing (it needs swap accounting)",
+                    usage_path.display()
+                ),
+            ));
         }
         let (limit, limit_path) = effective_limit(cgroup, limit_file)?;
         let own_limit = limit_path == cgroup.join(limit_file);
-        if backend != Backend::V2 && (opts.high.is_some() || opts.psi.is_some()) {
-            return Err(bad(
-                "--high and --psi are cgroup v2 options (use the v2 backend)".into(),
-            ));
-        }
-        if opts.thresholds.is_empty() && backend != Backend::V2 {
-            return Err(bad("give at least one --threshold".into()));
+        if backend != Backend::V2 {
+            let v2_only = "a cgroup v2 option (use the v2 backend)";
+            if opts.high.is_some() {
+                return Err(WatchError::bare_flag("--high", v2_only));
+            }
+            if opts.psi.is_some() {
+                return Err(WatchError::bare_flag("--psi", v2_only));
+            }
+            if opts.thresholds.is_empty() {
+                return Err(WatchError::bare_flag("--threshold", "give at least one"));
+            }
         }
         let mut lines = Vec::new();
         for t in &opts.thresholds {
-            let bytes = t.resolve(limit).map_err(|_| {
+            let bad = |msg: String| WatchError::flag("--threshold", t, msg);
+            let bytes = t.resolve(limit).ok_or_else(|| {
                 bad(format!(
-                    "--threshold {t}: a percentage needs a memory limit, and neither {} nor any \
-                     ancestor's {limit_file} has one",
+                    "a percentage needs a memory limit, and neither {} nor any ancestor's \
+                     {limit_file} has one",
                     cgroup.join(limit_file).display()
                 ))
             })?;
             if bytes == 0 {
-                return Err(bad(format!("--threshold {t}: resolves to 0 bytes")));
+                return Err(bad("resolves to 0 bytes".into()));
             }
             if let Some(l) = limit.filter(|&l| bytes > l) {
                 return Err(bad(format!(
-                    "--threshold {t}: {bytes} bytes is above the group's limit of {l} bytes ({})",
+                    "{bytes} bytes is above the group's limit of {l} bytes ({})",
                     limit_path.display()
                 )));
             }
@@ -219,9 +250,7 @@ impl MemoryThresholdWatcher {
         lines.sort_by_key(|l| l.bytes);
         lines.dedup_by_key(|l| l.bytes);
 
-        let usage_fd = fs::File::open(&usage_path)
-            .map_err(|e| bad(format!("{}: {e}", usage_path.display())))?;
-        let stop = StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?));
+        let stop = stop_handle()?;
         let mut w = MemoryThresholdWatcher {
             cgroup: cgroup.to_path_buf(),
             backend,
@@ -232,8 +261,8 @@ impl MemoryThresholdWatcher {
             debounce: opts.debounce,
             lines,
             limit,
-            usage_path,
-            usage_fd: Some(usage_fd),
+            // Kept open on a cgroup filesystem; a test's fake tree is read afresh each time.
+            usage: Some(KeptFile::new(usage_path, check_fs)),
             v1_fds: Vec::new(),
             events: None,
             psi: None,
@@ -245,38 +274,45 @@ impl MemoryThresholdWatcher {
         };
         // On error `w` drops here, closing whatever was registered so far.
         let mut parts = Vec::new();
-        let unreadable = |path: &Path| bad(format!("{}: cannot be read", path.display()));
         match backend {
             Backend::V1 => {
                 let control = cgroup.join("cgroup.event_control");
-                for (i, line) in w.lines.iter().enumerate() {
+                // The kernel takes a threshold on the fd of the usage file, and keeps no hold on
+                // that fd once the registration is written.
+                let usage_path = cgroup.join(usage_file);
+                let usage_fd = fs::File::open(&usage_path)
+                    .map_err(|e| colosched_sys::Error::io(&usage_path, e))?;
+                let n = w.lines.len();
+                for i in 0..n {
+                    let line = w.lines[i].clone();
                     // The kernel fixes the threshold's side from usage at registration. Usage read
                     // just before and just after on one side tells it; on both sides (usage was
                     // crossing it meanwhile) it does not: register again, with a fresh eventfd.
                     for attempt in 1.. {
-                        let efd = sys::eventfd().map_err(|e| {
-                            bad(format!(
-                                "threshold {} of {} ({}): {e}",
-                                i + 1,
-                                w.lines.len(),
-                                line.label
-                            ))
+                        let efd = sys::eventfd().map_err(|source| WatchError::Call {
+                            what: format!("threshold {} of {n} ({})", i + 1, line.label),
+                            call: "eventfd",
+                            source,
                         })?;
-                        let usage_fd = w.usage_fd.as_ref().expect("open").as_raw_fd();
-                        let msg = format!("{} {} {}", efd.as_raw_fd(), usage_fd, line.bytes);
-                        let before = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
-                        fs::write(&control, &msg).map_err(|e| {
-                            bad(format!(
-                                "{} refused threshold {} of {} ({} = {} bytes): {}",
-                                control.display(),
+                        let msg = format!(
+                            "{} {} {}",
+                            efd.as_raw_fd(),
+                            usage_fd.as_raw_fd(),
+                            line.bytes
+                        );
+                        let before = w.usage_now()?;
+                        fs::write(&control, &msg).map_err(|source| WatchError::Refused {
+                            flag: "--threshold",
+                            path: control.clone(),
+                            what: format!(
+                                "threshold {} of {n} ({} = {} bytes)",
                                 i + 1,
-                                w.lines.len(),
                                 line.label,
-                                line.bytes,
-                                sys::explain(&e)
-                            ))
+                                line.bytes
+                            ),
+                            source,
                         })?;
-                        let after = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
+                        let after = w.usage_now()?;
                         match side_at_registration(before, after, line.bytes) {
                             Some(above) => {
                                 w.above[i] = above;
@@ -286,11 +322,15 @@ impl MemoryThresholdWatcher {
                             // Closing the eventfd unregisters it.
                             None if attempt < REGISTER_ATTEMPTS => drop(efd),
                             None => {
-                                return Err(bad(format!(
-                                    "threshold {} ({} bytes): usage kept crossing it during \
-                                     {REGISTER_ATTEMPTS} registrations, its side is unknown",
-                                    line.label, line.bytes
-                                )))
+                                return Err(WatchError::flag(
+                                    "--threshold",
+                                    &line.label,
+                                    format!(
+                                        "usage kept crossing it ({} bytes) during \
+                                         {REGISTER_ATTEMPTS} registrations, its side is unknown",
+                                        line.bytes
+                                    ),
+                                ))
                             }
                         }
                     }
@@ -302,18 +342,22 @@ impl MemoryThresholdWatcher {
                 ));
             }
             Backend::V2 => {
-                w.events = Some(v2::EventsWatch::open(cgroup).map_err(bad)?);
+                w.events = Some(v2::EventsWatch::open(cgroup)?);
                 parts.push("v2: memory.events via poll(POLLPRI)".into());
                 if let Some(h) = &opts.high {
-                    let bytes = h
-                        .resolve(limit)
-                        .map_err(|e| bad(format!("--high {h}: {e}")))?;
-                    w.high = Some(v2::HighGuard::set(cgroup, bytes).map_err(bad)?);
+                    let bytes = h.resolve(limit).ok_or_else(|| {
+                        WatchError::flag(
+                            "--high",
+                            h,
+                            "a percentage needs a memory limit, and the cgroup has none",
+                        )
+                    })?;
+                    w.high = Some(v2::HighGuard::set(cgroup, bytes)?);
                     parts.push(format!("memory.high set to {bytes} (put back on exit)"));
                 }
                 if let Some(spec) = &opts.psi {
                     let p = cgroup.join("memory.pressure");
-                    w.psi = Some(PsiTrigger::open(&p, spec).map_err(bad)?);
+                    w.psi = Some(PsiTrigger::open(&p, spec)?);
                     parts.push(format!("PSI trigger {spec:?} on memory.pressure"));
                 }
                 if !w.lines.is_empty() {
@@ -352,7 +396,7 @@ impl MemoryThresholdWatcher {
         w.describe = parts.join("; ");
         if backend != Backend::V1 {
             // Polling compares each reading with the side it saw last: start from usage now.
-            let usage = w.read_usage().ok_or_else(|| unreadable(&w.usage_path))?;
+            let usage = w.usage_now()?;
             for (i, line) in w.lines.iter().enumerate() {
                 w.above[i] = usage >= line.bytes;
             }
@@ -364,7 +408,7 @@ impl MemoryThresholdWatcher {
     /// A cgroup v2 group without the memory controller: a PSI trigger on `memory.pressure` and
     /// nothing else (no usage, no limit).
     fn open_psi_only(cgroup: &Path, spec: &str) -> Result<Self, WatchError> {
-        let psi = PsiTrigger::open(&cgroup.join("memory.pressure"), spec).map_err(bad)?;
+        let psi = PsiTrigger::open(&cgroup.join("memory.pressure"), spec)?;
         Ok(MemoryThresholdWatcher {
             cgroup: cgroup.to_path_buf(),
             backend: Backend::Psi,
@@ -375,15 +419,14 @@ impl MemoryThresholdWatcher {
             lines: Vec::new(),
             above: Vec::new(),
             limit: None,
-            usage_path: cgroup.join("memory.pressure"),
-            usage_fd: None,
+            usage: None,
             v1_fds: Vec::new(),
             events: None,
             psi: Some(psi),
             high: None,
             poll_period: None,
             next_poll: Instant::now(),
-            stop: StopHandle(std::sync::Arc::new(sys::eventfd().map_err(bad)?)),
+            stop: stop_handle()?,
             finished: false,
             debounce: None,
             reported: Vec::new(),
@@ -427,14 +470,23 @@ impl MemoryThresholdWatcher {
     }
 
     /// Usage now, or None if the group is gone.
-    pub fn read_usage(&self) -> Option<u64> {
-        let f = self.usage_fd.as_ref()?;
-        sys::pread_u64(f)
+    pub fn read_usage(&mut self) -> Option<u64> {
+        let mut buf = [0u8; 32];
+        self.usage.as_mut()?.read(&mut buf)?.trim().parse().ok()
+    }
+
+    /// Usage now, while opening: an unreadable usage file is an error naming it.
+    fn usage_now(&mut self) -> Result<u64, WatchError> {
+        self.read_usage().ok_or_else(|| {
+            let path = self.usage.as_ref().map(|u| u.path().to_path_buf());
+            colosched_sys::Error::parse(path.unwrap_or_default(), "cannot be read").into()
+        })
     }
 
     /// Waits up to `timeout` (None: until something happens) and returns the events, in the
     /// order they happened. An empty list means a timeout, an interrupted wait or a stop.
-    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>, String> {
+    /// A failure here (poll, a `memory.events` that makes no sense) is one of the system.
+    pub fn wait(&mut self, timeout: Option<Duration>) -> Result<Vec<Event>, WatchError> {
         if self.finished {
             return Ok(Vec::new());
         }
@@ -464,7 +516,8 @@ impl MemoryThresholdWatcher {
         let ready = sys::poll(
             &fds,
             wake.map(|w| w.saturating_duration_since(Instant::now())),
-        )?;
+        )
+        .map_err(WatchError::Sys)?;
         drop(fds);
         if !ready[0].is_empty() {
             sys::eventfd_drain(&self.stop.0);
@@ -506,7 +559,7 @@ impl MemoryThresholdWatcher {
         let mono = sys::monotonic_ns();
         // No usage file only in a PSI-only watch; otherwise a failed read means the group is gone.
         let usage = self.read_usage();
-        if !self.cgroup.is_dir() || (self.usage_fd.is_some() && usage.is_none()) {
+        if !self.cgroup.is_dir() || (self.usage.is_some() && usage.is_none()) {
             return Ok(self.gone());
         }
         let mut out = Vec::new();
@@ -547,10 +600,11 @@ impl MemoryThresholdWatcher {
         if events_ready || poll_due {
             if let Some(ev) = self.events.as_mut() {
                 let diffs = ev.changes()?;
+                let cg = Cgroupfs::new(&self.cgroup);
                 for (name, n) in diffs {
                     let bytes = match name {
-                        "high" => read_limit(&self.cgroup.join("memory.high")).ok().flatten(),
-                        "max" => read_limit(&self.cgroup.join("memory.max")).ok().flatten(),
+                        "high" => cg.limit("memory.high").ok().flatten(),
+                        "max" => cg.limit("memory.max").ok().flatten(),
                         _ => None,
                     };
                     out.push(self.event(name.to_string(), bytes, Direction::Event, usage, n, mono));
@@ -648,7 +702,7 @@ impl MemoryThresholdWatcher {
         self.v1_fds.clear();
         self.events = None;
         self.psi = None;
-        self.usage_fd = None;
+        self.usage = None;
         self.high = None; // HighGuard::drop writes the old value back
     }
 }

@@ -87,13 +87,8 @@ impl MemWatch {
         };
         let w = py
             .detach(|| MemoryThresholdWatcher::open(&cgroup, &opts))
-            .map_err(|e| {
-                if e.bad_input {
-                    PyValueError::new_err(e.msg)
-                } else {
-                    PyRuntimeError::new_err(e.msg)
-                }
-            })?;
+            // Every error of `open` is the caller's to fix.
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
         Ok(MemWatch {
             stop: Mutex::new(Some(w.stop_handle())),
             backend: w.backend().name().to_string(),
@@ -119,7 +114,7 @@ impl MemWatch {
                 None => Ok(Vec::new()),
             }
         });
-        let events = events.map_err(PyRuntimeError::new_err)?;
+        let events = events.map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
         events
             .iter()
             .map(|e| {
