@@ -43,6 +43,14 @@ def agent_bin() -> Path:
     return AGENT
 
 
+def config_line(text: str, key: str) -> int:
+    """The 1-based line where a config `text` writes `key` (`vm[0].qmp: …` is at its `qmp =`;
+    a table's key, `classes: …`, at its `[classes]`), which the agent's error names."""
+    leaf = key.split(":")[0].split(".")[-1]
+    lines = text.splitlines()
+    return next(i for i, line in enumerate(lines, 1) if line.split("=")[0].strip() in (leaf, f"[{leaf}]"))
+
+
 def mask(pid: int) -> str:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("Cpus_allowed_list:"):
@@ -357,7 +365,10 @@ def test_a_second_agent_refuses_the_state_file_of_a_live_one(scene, agent_bin):
 @pytest.mark.parametrize(
     "config, key",
     [
-        ("[be]\ncomm = 'x'\n[sensor]\nhysterisis = 2\n", "sensor.hysterisis: unknown key"),
+        (
+            "[be]\ncomm = 'x'\n[sensor]\nhysterisis = 2\n",
+            "sensor.hysterisis: TOML parse error at line 4, column 1: unknown field `hysterisis`",
+        ),
         ("interval_s = -1\n[be]\ncomm = 'x'\n", "interval_s: must be"),
         ("[topology]\npseudo_nodes = ['0']\n", "be: no best-effort selector"),
         ("policy = 'fine:heat'\n[be]\ncomm = 'x'\n", "policy:"),

@@ -403,12 +403,14 @@ def test_bad_flags_exit_2_naming_the_flag(tmp_path, agent_bin, args, text):
         ),
         (
             ["[limits]", "max_moves_per_cycle = 1e300"],
-            "limits.max_moves_per_cycle: must be an integer from 1 to 4194304, got the float 1e300",
+            "limits.max_moves_per_cycle: TOML parse error at line {line}, column 23: expected an integer, "
+            "got the float 1e300",
         ),
         (["[limits]", "max_moves_per_cycle = 0"], "limits.max_moves_per_cycle: must be an integer from 1"),
         (
             ["[sensor]", "hysteresis = 2.0"],
-            "sensor.hysteresis: must be an integer from 1 to 100, got the float 2.0",
+            "sensor.hysteresis: TOML parse error at line {line}, column 14: expected an integer, got the "
+            "float 2.0",
         ),
         (
             ["[sensor]", "samples_per_interval = 51"],
@@ -444,7 +446,11 @@ def test_configs_that_would_misbehave_exit_2_naming_the_key(tmp_path, agent_bin,
     config.write_text(text)
     r = run_agent(agent_bin, *command.split(), "--config", str(config))
     assert r.returncode == 2, (r.returncode, r.stderr, text)
-    assert f"{config}: {key.replace('{tmp}', str(tmp_path))}" in r.stderr, (r.stderr, text)
+    line = text.splitlines().index(lines[-1].replace("{tmp}", str(tmp_path))) + 1
+    key = key.replace("{tmp}", str(tmp_path)).replace("{line}", str(line))
+    # toml's own refusal has the line (and column) in its message; a check's error names the line.
+    where = f"{config}: " if "TOML parse error" in key else f"{config}:{line}: "
+    assert where + key in r.stderr, (r.stderr, text)
     assert not (tmp_path / "state.json").exists() and not (tmp_path / "state.json.lock").exists()
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from host_guest.scene import Guest, HostScene
 from numa_guest import guest
-from test_agent_pseudo_nodes import AGENT
+from test_agent_pseudo_nodes import AGENT, config_line
 
 CPUSET = Path("/sys/fs/cgroup/cpuset")
 POOLS = [CPUSET / "colosched-host-nsvm", CPUSET / "colosched-host-nnvm"]
@@ -380,6 +380,6 @@ def test_bad_inputs_exit_2_naming_the_key(scene, tmp_path):
         cfg.write_text(f'state_file = "{tmp_path}/state.json"\n{text}')
         r = agent("check-config", "--config", str(cfg))
         assert r.returncode == 2, (text, r.stderr)
-        assert f"{cfg}: {key}" in r.stderr, (text, r.stderr)
+        assert f"{cfg}:{config_line(cfg.read_text(), key)}: {key}" in r.stderr, (text, r.stderr)
     srv.close()
     assert not any(p.exists() for p in POOLS)

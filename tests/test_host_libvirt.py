@@ -20,7 +20,7 @@ import pytest
 from host_guest.libvirt import LibvirtScene, cgroup_roots, machine_cgroups
 from host_guest.scene import Guest
 from numa_guest import guest
-from test_agent_pseudo_nodes import AGENT
+from test_agent_pseudo_nodes import AGENT, config_line
 from test_host_agent import (
     POOLS,
     cpuset_of,
@@ -205,4 +205,4 @@ def test_a_libvirt_that_does_not_answer_is_a_config_error(scene, tmp_path):
         cfg.write_text(f'state_file = "{tmp_path}/state.json"\n{text}[vms]\nall = true\n')
         r = agent("check-config", "--config", str(cfg))
         assert r.returncode == 2, (text, r.stderr)
-        assert f"{cfg}: {key}" in r.stderr, (text, r.stderr)
+        assert f"{cfg}:{config_line(cfg.read_text(), key)}: {key}" in r.stderr, (text, r.stderr)

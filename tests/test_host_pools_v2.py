@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from numa_guest import guest
+from test_agent_pseudo_nodes import config_line
 
 BOOT_TIMEOUT_S = 300.0
 BUILD_TIMEOUT_S = 3600
@@ -198,7 +199,8 @@ def test_pools_cgroup_v2_where_cpuset_is_bound_to_v1_exits_2_naming_the_key(agen
         [str(agent_binary), "host", "check-config", "--config", str(cfg)], capture_output=True, text=True
     )
     assert r.returncode == 2, r
-    assert f'{cfg}: pools.cgroup: "v2" needs the cpuset controller on cgroup2' in r.stderr, r.stderr
+    line = config_line(cfg.read_text(), "cgroup")
+    assert f'{cfg}:{line}: pools.cgroup: "v2" needs the cpuset controller on cgroup2' in r.stderr, r.stderr
     # auto takes the v1 hierarchy here (when it is mounted).
     if not Path("/sys/fs/cgroup/cpuset/cpuset.cpus").exists():
         return

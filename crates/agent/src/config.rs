@@ -1,5 +1,6 @@
-//! agent.toml: parsed by hand from a TOML table so every error names its key, and unknown keys
-//! are refused (a typo must not silently fall back to a default).
+//! agent.toml: read with serde (`colosched_sys::config::from_toml`), an unknown key refused (a
+//! typo must not silently fall back to a default), then every value checked; every error names
+//! its key, and its line once the file is named (`Error::in_file`).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::sense::kubernetes::Kubepods;
 pub use crate::sense::sensor::SensorKind;
 use colosched_sys::cgroupfs::is_cgroup_dir;
-pub(crate) use colosched_sys::config::{parse_table, Section};
+use colosched_sys::config::{from_toml, int_in, number, paths, Integer};
+use serde::Deserialize;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ActuatorMode {
@@ -172,56 +174,87 @@ pub fn parse_policy(name: &str) -> std::result::Result<Policy, String> {
     }
 }
 
-const KNOWN: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "interval_s",
-            "policy",
-            "seed",
-            "state_file",
-            "decision_log",
-            "dry_run",
-            "topology",
-            "sensor",
-            "be",
-            "kubernetes",
-            "actuator",
-            "limits",
-            "metrics",
-        ],
-    ),
-    (
-        "topology",
-        &["pseudo_nodes", "procfs_root", "sysfs_root", "cgroup_root"],
-    ),
-    (
-        "sensor",
-        &[
-            "kind",
-            "threshold",
-            "hysteresis",
-            "samples_per_interval",
-            "psi_cgroups",
-        ],
-    ),
-    ("be", &["cgroups", "comm", "pid_files", "kubernetes"]),
-    ("kubernetes", &["kubepods", "burstable"]),
-    ("actuator", &["mode", "migrate_memory", "all_os_activities"]),
-    (
-        "limits",
-        &[
-            "max_moves_per_cycle",
-            "cooldown_s",
-            "min_task_age_s",
-            "min_improvement",
-            "warning_threshold",
-        ],
-    ),
-    ("metrics", &["listen"]),
-];
+/// agent.toml as written: every key may be left out, and one the agent does not know is refused
+/// (a typo must not fall back to a default silently). `Config::parse` checks the values.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct File {
+    interval_s: Option<f64>,
+    policy: Option<String>,
+    seed: Option<Integer>,
+    state_file: Option<String>,
+    decision_log: Option<String>,
+    dry_run: bool,
+    topology: TopologyKeys,
+    sensor: SensorKeys,
+    be: BeKeys,
+    kubernetes: KubernetesKeys,
+    actuator: ActuatorKeys,
+    limits: LimitsKeys,
+    metrics: MetricsKeys,
+}
 
-/// A config file read and parsed by `parse`, its errors named with the file.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct TopologyKeys {
+    pseudo_nodes: Option<Vec<String>>,
+    procfs_root: Option<PathBuf>,
+    sysfs_root: Option<PathBuf>,
+    cgroup_root: Option<PathBuf>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct SensorKeys {
+    kind: Option<String>,
+    threshold: Option<f64>,
+    hysteresis: Option<Integer>,
+    samples_per_interval: Option<Integer>,
+    psi_cgroups: Vec<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct BeKeys {
+    cgroups: Vec<String>,
+    comm: Option<String>,
+    pid_files: Vec<String>,
+    kubernetes: bool,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct KubernetesKeys {
+    kubepods: Option<String>,
+    burstable: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ActuatorKeys {
+    mode: Option<String>,
+    migrate_memory: bool,
+    all_os_activities: bool,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LimitsKeys {
+    max_moves_per_cycle: Option<Integer>,
+    cooldown_s: Option<f64>,
+    min_task_age_s: Option<f64>,
+    min_improvement: Option<f64>,
+    warning_threshold: Option<f64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct MetricsKeys {
+    listen: Option<String>,
+}
+
+/// A config file read and parsed by `parse`, its errors named with the file (and a key's error
+/// with the key's line).
 pub(crate) fn load_with<C>(path: &Path, parse: impl Fn(&str) -> Result<C>) -> Result<C> {
     let in_file = |e| Error::in_file(path, e);
     let text = std::fs::read_to_string(path).map_err(|e| in_file(Error::Syntax(e.to_string())))?;
@@ -234,35 +267,17 @@ impl Config {
     }
 
     pub fn parse(text: &str) -> Result<Config> {
-        let root = parse_table(text, KNOWN)?;
-        let sec = |name: &'static str| Section {
-            name: name.to_string(),
-            table: if name.is_empty() {
-                Some(&root)
-            } else {
-                root.get(name).and_then(|v| v.as_table())
-            },
-        };
-        let (top, topo, sensor, be, kube, act, lim, met) = (
-            sec(""),
-            sec("topology"),
-            sec("sensor"),
-            sec("be"),
-            sec("kubernetes"),
-            sec("actuator"),
-            sec("limits"),
-            sec("metrics"),
-        );
+        let f: File = from_toml(text)?;
         let mut c = Config::default();
-        if let Some(x) = top.checked("interval_s", "between 0.05 and 3600", |x| {
+        if let Some(x) = number("interval_s", f.interval_s, "between 0.05 and 3600", |x| {
             (0.05..=3600.0).contains(&x)
         })? {
             c.interval_s = x;
         }
-        if let Some(p) = top.str("policy")? {
+        if let Some(p) = &f.policy {
             c.policy = parse_policy(p).map_err(|e| Error::config("policy", e))?;
         }
-        if let Some(p) = top.str("state_file")? {
+        if let Some(p) = f.state_file {
             if p.trim().is_empty() {
                 return Err(Error::config(
                     "state_file",
@@ -271,25 +286,18 @@ impl Config {
             }
             c.state_file = PathBuf::from(p);
         }
-        if let Some(x) = top.int("seed", 0, i64::MAX)? {
+        if let Some(x) = int_in("seed", f.seed, 0, i64::MAX)? {
             c.seed = x as u64;
         }
-        c.decision_log = top
-            .str("decision_log")?
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from);
-        c.dry_run = top.bool("dry_run")?.unwrap_or(false);
-        c.pseudo_nodes = topo.strings("pseudo_nodes")?;
-        if let Some(r) = topo.str("procfs_root")? {
-            c.procfs_root = PathBuf::from(r);
-        }
-        if let Some(r) = topo.str("sysfs_root")? {
-            c.sysfs_root = PathBuf::from(r);
-        }
-        if let Some(r) = topo.str("cgroup_root")? {
-            c.cgroup_root = PathBuf::from(r);
-        }
-        c.sensor = match sensor.str("kind")? {
+        c.decision_log = f.decision_log.filter(|s| !s.is_empty()).map(PathBuf::from);
+        c.dry_run = f.dry_run;
+        let topo = f.topology;
+        c.pseudo_nodes = topo.pseudo_nodes;
+        c.procfs_root = topo.procfs_root.unwrap_or(c.procfs_root);
+        c.sysfs_root = topo.sysfs_root.unwrap_or(c.sysfs_root);
+        c.cgroup_root = topo.cgroup_root.unwrap_or(c.cgroup_root);
+        let sensor = f.sensor;
+        c.sensor = match sensor.kind.as_deref() {
             None | Some("auto") => SensorKind::Auto,
             Some("steal") => SensorKind::Steal,
             Some("busy") => SensorKind::Busy,
@@ -301,27 +309,32 @@ impl Config {
                 ))
             }
         };
-        c.threshold = sensor.checked("threshold", "positive", |x| x > 0.0)?;
+        c.threshold = number("sensor.threshold", sensor.threshold, "positive", |x| {
+            x > 0.0
+        })?;
         check_threshold(c.sensor, c.threshold)?;
-        if let Some(h) = sensor.int("hysteresis", 1, 100)? {
+        if let Some(h) = int_in("sensor.hysteresis", sensor.hysteresis, 1, 100)? {
             c.hysteresis = h as u32;
         }
-        c.samples_per_interval = sensor
-            .int("samples_per_interval", 1, 50)?
-            .map(|x| x as usize);
-        c.psi_cgroups = sensor.paths("psi_cgroups")?;
-        c.be_cgroups = be.paths("cgroups")?;
-        c.be_comm = be.str("comm")?.map(str::to_string);
-        if let Some(re) = &c.be_comm {
+        c.samples_per_interval = int_in(
+            "sensor.samples_per_interval",
+            sensor.samples_per_interval,
+            1,
+            50,
+        )?
+        .map(|x| x as usize);
+        c.psi_cgroups = paths("sensor.psi_cgroups", sensor.psi_cgroups)?;
+        let be = f.be;
+        c.be_cgroups = paths("be.cgroups", be.cgroups)?;
+        if let Some(re) = &be.comm {
             check_comm(re)?;
         }
-        c.be_pid_files = be.paths("pid_files")?;
-        c.be_kubernetes = be.bool("kubernetes")?.unwrap_or(false);
-        c.kubepods = kube
-            .str("kubepods")?
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from);
-        c.burstable_be = match kube.str("burstable")? {
+        c.be_comm = be.comm;
+        c.be_pid_files = paths("be.pid_files", be.pid_files)?;
+        c.be_kubernetes = be.kubernetes;
+        let kube = f.kubernetes;
+        c.kubepods = kube.kubepods.filter(|s| !s.is_empty()).map(PathBuf::from);
+        c.burstable_be = match kube.burstable.as_deref() {
             None | Some("lc") => false,
             Some("be") => true,
             Some(x) => {
@@ -331,7 +344,8 @@ impl Config {
                 ))
             }
         };
-        c.mode = match act.str("mode")? {
+        let act = f.actuator;
+        c.mode = match act.mode.as_deref() {
             None | Some("affinity") => ActuatorMode::Affinity,
             Some("cpuset") => ActuatorMode::Cpuset,
             Some(m) => {
@@ -341,31 +355,45 @@ impl Config {
                 ))
             }
         };
-        c.migrate_memory = act.bool("migrate_memory")?.unwrap_or(false);
-        c.all_os_activities = act.bool("all_os_activities")?.unwrap_or(false);
-        if let Some(m) = lim.int("max_moves_per_cycle", 1, MAX_MOVES)? {
+        c.migrate_memory = act.migrate_memory;
+        c.all_os_activities = act.all_os_activities;
+        let lim = f.limits;
+        if let Some(m) = int_in(
+            "limits.max_moves_per_cycle",
+            lim.max_moves_per_cycle,
+            1,
+            MAX_MOVES,
+        )? {
             c.max_moves_per_cycle = m as usize;
         }
-        let seconds = |k| {
-            lim.checked(k, "between 0 and 604800 (a week)", |x| {
+        let seconds = |k, x| {
+            number(k, x, "between 0 and 604800 (a week)", |x| {
                 (0.0..=604_800.0).contains(&x)
             })
         };
-        c.cooldown_s = seconds("cooldown_s")?.unwrap_or(c.cooldown_s);
-        c.min_task_age_s = seconds("min_task_age_s")?.unwrap_or(c.min_task_age_s);
-        c.min_improvement = lim
-            .checked("min_improvement", "≥ 0", |x| x >= 0.0)?
-            .unwrap_or(c.min_improvement);
-        c.warning_threshold = lim
-            .checked("warning_threshold", "positive", |x| x > 0.0)?
-            .unwrap_or(c.warning_threshold);
-        if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
+        c.cooldown_s = seconds("limits.cooldown_s", lim.cooldown_s)?.unwrap_or(c.cooldown_s);
+        c.min_task_age_s =
+            seconds("limits.min_task_age_s", lim.min_task_age_s)?.unwrap_or(c.min_task_age_s);
+        c.min_improvement = number(
+            "limits.min_improvement",
+            lim.min_improvement,
+            "≥ 0",
+            |x| x >= 0.0,
+        )?
+        .unwrap_or(c.min_improvement);
+        c.warning_threshold = number(
+            "limits.warning_threshold",
+            lim.warning_threshold,
+            "positive",
+            |x| x > 0.0,
+        )?
+        .unwrap_or(c.warning_threshold);
+        if let Some(addr) = f.metrics.listen.filter(|s| !s.is_empty()) {
             c.metrics_listen =
-                Some(parse_listen(addr).map_err(|e| Error::config("metrics.listen", e))?);
+                Some(parse_listen(&addr).map_err(|e| Error::config("metrics.listen", e))?);
         }
         Ok(c)
     }
-
     /// Checks that need the whole config (after command-line overrides).
     pub fn validate(&self) -> Result<()> {
         if !self.be_kubernetes && (self.kubepods.is_some() || self.burstable_be) {
@@ -596,9 +624,15 @@ mod tests {
         assert!(err("[sensor]\nsamples_per_interval = 0")
             .starts_with("sensor.samples_per_interval: must be an integer"));
         assert!(err("[be]\ncomm = \"(\"").starts_with("be.comm: bad regex"));
-        assert!(err("[be]\ncgroups = \"/x\"").starts_with("be.cgroups: expected a list"));
-        assert!(err("[be]\ncomm = \"x\"\n[limits]\ncooldown = 3")
-            .starts_with("limits.cooldown: unknown key"));
+        assert!(err("[be]\ncgroups = \"/x\"").starts_with(
+            "be.cgroups: TOML parse error at line 2, column 11: invalid type: string \"/x\", \
+             expected a sequence"
+        ));
+        assert!(
+            err("[be]\ncomm = \"x\"\n[limits]\ncooldown = 3").starts_with(
+                "limits.cooldown: TOML parse error at line 4, column 1: unknown field `cooldown`"
+            )
+        );
         assert!(err("[be]\ncomm = \"x\"\n[metrics]\nlisten = \"localhost\"")
             .starts_with("metrics.listen:"));
         assert!(
@@ -621,7 +655,7 @@ mod tests {
             .starts_with("kubernetes: set, but be.kubernetes is off"));
         assert!(err("[be]\nkubernetes = 1").starts_with("be.kubernetes:"));
         assert!(err("[be]\nkubernetes = true\n[kubernetes]\nroot = \"/x\"")
-            .starts_with("kubernetes.root: unknown key"));
+            .starts_with("kubernetes.root: TOML parse error at line 4, column 1: unknown field"));
     }
 
     #[test]
@@ -669,7 +703,10 @@ mod tests {
         }
         assert!(err(&format!("state_file = \"\"\n{sel}")).starts_with("state_file: an empty path"));
         assert!(err("[be]\ncgroups = [\"\"]").starts_with("be.cgroups: an empty path"));
-        assert!(err(&format!("seed = 1.5\n{sel}")).starts_with("seed: must be an integer"));
+        assert_eq!(
+            err(&format!("seed = 1.5\n{sel}")),
+            "seed: TOML parse error at line 1, column 8: expected an integer, got the float 1.5"
+        );
         assert_eq!(Config::parse(&format!("seed = 7\n{sel}")).unwrap().seed, 7);
     }
 
@@ -697,16 +734,32 @@ mod tests {
                 format!("{section}.{k}")
             };
             let range = format!("{name}: must be an integer from {lo} to {hi}, got");
-            for bad in ["1e300", "2.0", "-0.0", "nan", "inf"] {
+            let refused = format!("{name}: TOML parse error at line ");
+            for (bad, shown) in [
+                ("1e300", "1e300"),
+                ("2.0", "2.0"),
+                ("-0.0", "-0.0"),
+                ("nan", "NaN"),
+                ("inf", "inf"),
+            ] {
                 let e = err(&text(bad));
-                assert!(e.starts_with(&format!("{range} the float")), "{bad}: {e}");
+                assert!(e.starts_with(&refused), "{bad}: {e}");
+                assert!(
+                    e.ends_with(&format!("expected an integer, got the float {shown}")),
+                    "{bad}: {e}"
+                );
             }
             for bad in [lo.checked_sub(1), hi.checked_add(1), Some(i64::MIN)] {
                 let Some(bad) = bad else { continue };
                 let e = err(&text(&bad.to_string()));
                 assert_eq!(e, format!("{range} {bad}"));
             }
-            assert!(err(&text("\"3\"")).starts_with(&format!("{range} string")));
+            let e = err(&text("\"3\""));
+            assert!(e.starts_with(&refused), "{e}");
+            assert!(
+                e.ends_with("invalid type: string \"3\", expected an integer"),
+                "{e}"
+            );
             for good in [lo, hi] {
                 Config::parse(&text(&good.to_string()))
                     .unwrap()
@@ -847,6 +900,94 @@ mod tests {
             "{e}"
         );
         with(&|c| c.pseudo_nodes = Some(vec!["0".into(), "1".into()])).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_key_in_any_section_is_refused_with_its_line_and_column() {
+        let sections = [
+            "",
+            "topology",
+            "sensor",
+            "be",
+            "kubernetes",
+            "actuator",
+            "limits",
+            "metrics",
+        ];
+        for section in sections {
+            let sel = "[be]\ncomm = \"x\"\n";
+            let (text, key, line) = match section {
+                "" => (format!("typo = 1\n{sel}"), "typo".to_string(), 1),
+                "be" => (format!("{sel}typo = 1\n"), "be.typo".to_string(), 3),
+                s => (format!("{sel}[{s}]\ntypo = 1\n"), format!("{s}.typo"), 4),
+            };
+            let e = err(&text);
+            let want = format!(
+                "{key}: TOML parse error at line {line}, column 1: unknown field `typo`, expected"
+            );
+            assert!(e.starts_with(&want), "{section:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_is_refused_with_its_line_and_column() {
+        assert_eq!(
+            err("[be]\ncomm = \"x\"\nkubernetes = \"yes\"\n"),
+            "be.kubernetes: TOML parse error at line 3, column 14: invalid type: string \"yes\", \
+             expected a boolean"
+        );
+        let e = err("[be]\ncomm = \"x\"\n[limits]\ncooldown_s = \"1h\"\n");
+        assert!(
+            e.starts_with("limits.cooldown_s: TOML parse error at line 4, column 14: invalid type"),
+            "{e}"
+        );
+        assert!(err("sensor = 3\n[be]\ncomm = \"x\"\n").starts_with(
+            "sensor: TOML parse error at line 1, column 10: invalid type: integer `3`"
+        ));
+    }
+
+    #[test]
+    fn a_refused_value_names_the_file_and_the_line_of_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        let file = path.display();
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            let e = Config::load(&path).unwrap_err();
+            assert!(e.is_usage(), "{e:?}");
+            e.to_string()
+        };
+        assert_eq!(
+            load("[be]\ncomm = \"x\"\n\n[limits]\ncooldown_s = 1e6\n"),
+            format!(
+                "{file}:5: limits.cooldown_s: must be between 0 and 604800 (a week), got 1000000"
+            )
+        );
+        assert_eq!(
+            load("[be]\ncgroups = [\n  \"/a\",\n  \"\",\n]\n"),
+            format!("{file}:2: be.cgroups: an empty path")
+        );
+        // toml's own refusal has its line and column already.
+        assert!(load("[sensor]\nhysteresis = 2.0\n").starts_with(&format!(
+            "{file}: sensor.hysteresis: TOML parse error at line 2, column 14: expected an integer"
+        )));
+        // A check after the file is read (`validate`, `check_system`) finds the key's line too;
+        // a key the file does not write has none.
+        std::fs::write(
+            &path,
+            "state_file = \"/proc/x/state.json\"\n[be]\ncomm = \"x\"\n",
+        )
+        .unwrap();
+        let c = Config::load(&path).unwrap();
+        let e = Error::in_file(&path, c.check_system().unwrap_err()).to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{file}:1: state_file: /proc/x/state.json cannot be made"
+            )),
+            "{e}"
+        );
+        let e = Error::in_file(&path, Error::config("--policy", "no")).to_string();
+        assert_eq!(e, format!("{file}: --policy: no"));
     }
 
     #[test]

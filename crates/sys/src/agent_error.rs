@@ -20,10 +20,12 @@ pub enum AgentError {
     /// line and column).
     #[error("{0}")]
     Syntax(String),
-    /// An error in a file: what the file said, named with it.
-    #[error("{}: {source}", path.display())]
+    /// An error in a file: what the file said, named with it and, for a key's value, the key's
+    /// line (`file:line: key: problem`).
+    #[error("{}{}: {source}", path.display(), line.map(|n| format!(":{n}")).unwrap_or_default())]
     InFile {
         path: PathBuf,
+        line: Option<usize>,
         source: Box<AgentError>,
     },
     /// Anything else at run time (the metrics listener, the signal pipe, the decision log, a
@@ -64,21 +66,42 @@ impl AgentError {
     }
 
     /// `e`, named with the file it is about (a config file, for a value the system cannot
-    /// honour too).
+    /// honour too). A key's error gets the key's line, from the file read again (`None` for a
+    /// key the file does not write, such as a command-line flag's).
     pub fn in_file(path: &Path, e: AgentError) -> AgentError {
+        let line = match &e {
+            AgentError::Config { key, .. } => std::fs::read_to_string(path)
+                .ok()
+                .and_then(|text| crate::config::line::line_of(&text, key)),
+            _ => None,
+        };
         AgentError::InFile {
             path: path.to_path_buf(),
+            line,
             source: Box::new(e),
         }
     }
 }
 
-impl From<crate::config::walk::Error> for AgentError {
-    fn from(e: crate::config::walk::Error) -> AgentError {
-        use crate::config::walk::Error as E;
+/// toml's refusal (not TOML, an unknown key, a wrong type): a usage error that names the key
+/// when toml said where, and has the line and column.
+impl From<crate::config::TomlError> for AgentError {
+    fn from(e: crate::config::TomlError) -> AgentError {
+        match e.key {
+            Some(key) => AgentError::Syntax(format!("{key}: {}", e.message)),
+            None => AgentError::Syntax(e.message),
+        }
+    }
+}
+
+/// A config's value a check refused (`ConfigError::Key`), or toml's refusal.
+impl From<crate::config::ConfigError> for AgentError {
+    fn from(e: crate::config::ConfigError) -> AgentError {
         match e {
-            E::Key { key, msg } => AgentError::Config { key, msg },
-            E::Syntax(msg) => AgentError::Syntax(msg),
+            crate::config::ConfigError::Key { key, problem, .. } => {
+                AgentError::config(key, problem)
+            }
+            crate::config::ConfigError::Toml(t) => t.into(),
         }
     }
 }

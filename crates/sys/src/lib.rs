@@ -15,8 +15,9 @@
 //! - `agent_error`: the agents' one error type, by what the caller does about it (usage: exit 2);
 //! - `lock`: one agent per state file (`StateLock`) and `restore`'s frame (`under_lock`);
 //! - `metrics`: the `/metrics` endpoint (`serve`) and its address (`parse_listen`);
-//! - `config`: a TOML file into a `serde` type, errors with their line and column; and, until
-//!   the agents' configs are read so, a TOML config walked key by key (`Section`).
+//! - `config`: a TOML file into a `serde` type, errors with their line and column (both agents'
+//!   configs and the simulators' scenarios are read so); the value checks the agents share; and
+//!   `config::line`, the line of a key in the text, for an error about its value.
 //!
 //! It depends on no colosched crate but core.
 

@@ -1,12 +1,14 @@
-//! host.toml, the host agent's configuration: parsed by hand from a TOML table like agent.toml
-//! (`colosched_sys::config`), so every error names its key and an unknown key is refused.
+//! host.toml, the host agent's configuration: read with serde like agent.toml
+//! (`colosched_sys::config::from_toml`), an unknown key refused, then every value checked; every
+//! error names its key, and its line once the file is named (`Error::in_file`).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use colosched_core::cpuset::CpuSet;
-use colosched_sys::config::{parse_table, Section};
+use colosched_sys::config::{from_toml, int_in, number, Integer};
 use colosched_sys::metrics::parse_listen;
+use serde::Deserialize;
 
 use super::error::{Error, Result};
 use crate::act::Cgroup;
@@ -141,83 +143,115 @@ impl Default for HostConfig {
     }
 }
 
-const KNOWN: &[(&str, &[&str])] = &[
-    (
-        "",
-        &[
-            "scheduler",
-            "classes",
-            "interval_ms",
-            "window_ms",
-            "hold_windows",
-            "hold_max_windows",
-            "rediscover_windows",
-            "cpus",
-            "seed",
-            "state_file",
-            "decision_log",
-            "dry_run",
-            "paths",
-            "classify",
-            "pools",
-            "vms",
-            "vm",
-            "metrics",
-            "libvirt",
-        ],
-    ),
-    (
-        "paths",
-        &["proc_root", "sys_root", "cpuset_root", "cgroup2_root"],
-    ),
-    ("classes", &["fast", "slow", "sf_fast"]),
-    (
-        "classify",
-        &[
-            "ql_max",
-            "ql_th",
-            "overflow_freq",
-            "overload_freq",
-            "tx_mean_nonzero",
-            "tx_stall_freq",
-        ],
-    ),
-    (
-        "pools",
-        &[
-            "nsvm_slice_ms",
-            "nnvm_slice_ms",
-            "nonempty_pool_floor",
-            "cpusets",
-            "cgroup",
-        ],
-    ),
-    ("vms", &["all"]),
-    ("libvirt", &["uri", "virsh"]),
-    ("metrics", &["listen"]),
-];
-const VM_KEYS: &[&str] = &["name", "weight", "taps", "qmp", "rx_ring"];
-
-fn section<'a>(root: &'a toml::Table, name: &str) -> Section<'a> {
-    Section {
-        name: name.to_string(),
-        table: if name.is_empty() {
-            Some(root)
-        } else {
-            root.get(name).and_then(|v| v.as_table())
-        },
-    }
+/// host.toml as written: every key may be left out, and one the agent does not know is refused.
+/// `HostConfig::parse` checks the values.
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct File {
+    scheduler: Option<String>,
+    classes: Option<ClassesKeys>,
+    interval_ms: Option<Integer>,
+    window_ms: Option<Integer>,
+    hold_windows: Option<Integer>,
+    hold_max_windows: Option<Integer>,
+    rediscover_windows: Option<Integer>,
+    cpus: Option<String>,
+    seed: Option<Integer>,
+    state_file: Option<String>,
+    decision_log: Option<String>,
+    dry_run: bool,
+    paths: PathsKeys,
+    classify: ClassifyKeys,
+    pools: PoolsKeys,
+    vms: VmsKeys,
+    vm: Vec<VmKeys>,
+    metrics: MetricsKeys,
+    libvirt: LibvirtKeys,
 }
 
-fn path(s: &Section, k: &str) -> Result<Option<PathBuf>> {
-    match s.str(k)? {
-        Some(p) if p.trim().is_empty() => Err(Error::config(s.key(k), "an empty path")),
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PathsKeys {
+    proc_root: Option<String>,
+    sys_root: Option<String>,
+    cpuset_root: Option<String>,
+    cgroup2_root: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ClassesKeys {
+    fast: Option<String>,
+    slow: Option<String>,
+    sf_fast: Option<f64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ClassifyKeys {
+    ql_max: Option<Integer>,
+    ql_th: Option<Integer>,
+    overflow_freq: Option<f64>,
+    overload_freq: Option<f64>,
+    tx_mean_nonzero: Option<f64>,
+    tx_stall_freq: Option<f64>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct PoolsKeys {
+    nsvm_slice_ms: Option<f64>,
+    nnvm_slice_ms: Option<f64>,
+    nonempty_pool_floor: Option<bool>,
+    cpusets: Option<bool>,
+    cgroup: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct VmsKeys {
+    all: bool,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct VmKeys {
+    name: Option<String>,
+    weight: Option<f64>,
+    taps: Option<Vec<String>>,
+    qmp: Option<String>,
+    rx_ring: bool,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct MetricsKeys {
+    listen: Option<String>,
+}
+
+#[derive(Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct LibvirtKeys {
+    uri: Option<String>,
+    virsh: Option<String>,
+}
+
+/// A path that is not empty, if given.
+fn path(key: &str, p: Option<String>) -> Result<Option<PathBuf>> {
+    match p {
+        Some(p) if p.trim().is_empty() => Err(Error::config(key, "an empty path")),
         p => Ok(p.map(PathBuf::from)),
     }
 }
 
+/// An integer from `lo` to `hi` that fits a `u32`, if given.
+fn count(key: &str, x: Option<Integer>, lo: u32, hi: u32) -> Result<Option<u32>> {
+    Ok(int_in(key, x, lo.into(), hi.into())?.map(|x| x as u32))
+}
+
 impl HostConfig {
-    /// host.toml read and parsed, its errors named with the file.
+    /// host.toml read and parsed, its errors named with the file (and a key's error with the
+    /// key's line).
     pub fn load(path: &std::path::Path) -> Result<HostConfig> {
         let in_file = |e| Error::in_file(path, e);
         let text =
@@ -226,16 +260,8 @@ impl HostConfig {
     }
 
     pub fn parse(text: &str) -> Result<HostConfig> {
-        let root = parse_table(text, KNOWN)?;
-        let (top, paths, cls, pools, vms, met) = (
-            section(&root, ""),
-            section(&root, "paths"),
-            section(&root, "classify"),
-            section(&root, "pools"),
-            section(&root, "vms"),
-            section(&root, "metrics"),
-        );
-        let scheduler = match top.str("scheduler")? {
+        let f: File = from_toml(text)?;
+        let scheduler = match f.scheduler.as_deref() {
             None | Some("diff") => Scheduler::Diff,
             Some("ia-rotate") => Scheduler::IaRotate,
             Some(x) => {
@@ -247,72 +273,71 @@ impl HostConfig {
         };
         let mut c = HostConfig {
             scheduler,
-            classes: parse_classes(&section(&root, "classes"))?,
+            classes: f.classes.map(parse_classes).transpose()?,
             ..HostConfig::default()
         };
-        if let Some(x) = top.int("interval_ms", 1, 1000)? {
-            c.interval_ms = x as u32;
-        }
-        if let Some(x) = top.int("window_ms", 1, 60_000)? {
-            c.window_ms = x as u32;
-        }
-        if let Some(x) = top.int("hold_windows", 0, 10_000)? {
-            c.hold_windows = x as u32;
-        }
+        c.interval_ms = count("interval_ms", f.interval_ms, 1, 1000)?.unwrap_or(c.interval_ms);
+        c.window_ms = count("window_ms", f.window_ms, 1, 60_000)?.unwrap_or(c.window_ms);
+        c.hold_windows =
+            count("hold_windows", f.hold_windows, 0, 10_000)?.unwrap_or(c.hold_windows);
         c.hold_max_windows = c.hold_max_windows.max(c.hold_windows);
-        if let Some(x) = top.int("hold_max_windows", 0, 100_000)? {
-            if (x as u32) < c.hold_windows {
+        if let Some(x) = count("hold_max_windows", f.hold_max_windows, 0, 100_000)? {
+            if x < c.hold_windows {
                 return Err(Error::config(
                     "hold_max_windows",
                     format!("{x} is less than hold_windows ({})", c.hold_windows),
                 ));
             }
-            c.hold_max_windows = x as u32;
+            c.hold_max_windows = x;
         }
-        if let Some(x) = top.int("rediscover_windows", 1, 10_000)? {
-            c.rediscover_windows = x as u32;
-        }
-        if let Some(list) = top.str("cpus")? {
+        c.rediscover_windows = count("rediscover_windows", f.rediscover_windows, 1, 10_000)?
+            .unwrap_or(c.rediscover_windows);
+        if let Some(list) = f.cpus {
             c.cpus = Some(
                 list.parse::<CpuSet>()
                     .map_err(|e| Error::config("cpus", e))?,
             );
         }
-        if let Some(x) = top.int("seed", 0, i64::MAX)? {
+        if let Some(x) = int_in("seed", f.seed, 0, i64::MAX)? {
             c.seed = x as u64;
         }
-        if let Some(p) = path(&top, "state_file")? {
+        if let Some(p) = path("state_file", f.state_file)? {
             c.state_file = p;
         }
-        c.decision_log = top
-            .str("decision_log")?
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from);
-        c.dry_run = top.bool("dry_run")?.unwrap_or(false);
-        for (k, slot) in [
-            ("proc_root", &mut c.proc_root),
-            ("sys_root", &mut c.sys_root),
-            ("cpuset_root", &mut c.cpuset_root),
-            ("cgroup2_root", &mut c.cgroup2_root),
+        c.decision_log = f.decision_log.filter(|s| !s.is_empty()).map(PathBuf::from);
+        c.dry_run = f.dry_run;
+        let paths = f.paths;
+        for (k, p, slot) in [
+            ("paths.proc_root", paths.proc_root, &mut c.proc_root),
+            ("paths.sys_root", paths.sys_root, &mut c.sys_root),
+            ("paths.cpuset_root", paths.cpuset_root, &mut c.cpuset_root),
+            (
+                "paths.cgroup2_root",
+                paths.cgroup2_root,
+                &mut c.cgroup2_root,
+            ),
         ] {
-            if let Some(p) = path(&paths, k)? {
+            if let Some(p) = path(k, p)? {
                 *slot = p;
             }
         }
-        let t = &mut c.thresholds;
-        if let Some(x) = cls.int("ql_max", 1, 65_536)? {
-            t.ql_max = x as u32;
-        }
-        if let Some(x) = cls.int("ql_th", 1, 65_536)? {
-            t.ql_th = x as u32;
-        }
-        let fraction = |k| cls.checked(k, "a fraction from 0 to 1", |x| (0.0..=1.0).contains(&x));
-        t.overflow_freq = fraction("overflow_freq")?.unwrap_or(t.overflow_freq);
-        t.overload_freq = fraction("overload_freq")?.unwrap_or(t.overload_freq);
-        t.tx_stall_freq = fraction("tx_stall_freq")?.unwrap_or(t.tx_stall_freq);
-        t.tx_mean_nonzero = cls
-            .checked("tx_mean_nonzero", "≥ 0", |x| x >= 0.0)?
-            .unwrap_or(t.tx_mean_nonzero);
+        let (cls, t) = (f.classify, &mut c.thresholds);
+        t.ql_max = count("classify.ql_max", cls.ql_max, 1, 65_536)?.unwrap_or(t.ql_max);
+        t.ql_th = count("classify.ql_th", cls.ql_th, 1, 65_536)?.unwrap_or(t.ql_th);
+        let fraction = |k, x| number(k, x, "a fraction from 0 to 1", |x| (0.0..=1.0).contains(&x));
+        t.overflow_freq =
+            fraction("classify.overflow_freq", cls.overflow_freq)?.unwrap_or(t.overflow_freq);
+        t.overload_freq =
+            fraction("classify.overload_freq", cls.overload_freq)?.unwrap_or(t.overload_freq);
+        t.tx_stall_freq =
+            fraction("classify.tx_stall_freq", cls.tx_stall_freq)?.unwrap_or(t.tx_stall_freq);
+        t.tx_mean_nonzero = number(
+            "classify.tx_mean_nonzero",
+            cls.tx_mean_nonzero,
+            "≥ 0",
+            |x| x >= 0.0,
+        )?
+        .unwrap_or(t.tx_mean_nonzero);
         if t.ql_th > t.ql_max {
             return Err(Error::config(
                 "classify.ql_th",
@@ -320,18 +345,21 @@ impl HostConfig {
             ));
         }
         // The kernel takes 0.1 to 100 ms (it clamps anything else without a word).
-        let slice = |k| {
-            pools.checked(k, "0 or from 0.1 to 100 (ms, the kernel's range)", |x| {
+        let slice = |k, x| {
+            number(k, x, "0 or from 0.1 to 100 (ms, the kernel's range)", |x| {
                 x == 0.0 || (0.1..=100.0).contains(&x)
             })
         };
-        c.nsvm_slice_ms = slice("nsvm_slice_ms")?.unwrap_or(c.nsvm_slice_ms);
-        c.nnvm_slice_ms = slice("nnvm_slice_ms")?.unwrap_or(c.nnvm_slice_ms);
+        let pools = f.pools;
+        c.nsvm_slice_ms =
+            slice("pools.nsvm_slice_ms", pools.nsvm_slice_ms)?.unwrap_or(c.nsvm_slice_ms);
+        c.nnvm_slice_ms =
+            slice("pools.nnvm_slice_ms", pools.nnvm_slice_ms)?.unwrap_or(c.nnvm_slice_ms);
         c.pools.ns_slice_ms = c.nsvm_slice_ms;
         c.pools.nn_slice_ms = c.nnvm_slice_ms;
-        c.pools.nonempty_pool_floor = pools.bool("nonempty_pool_floor")?.unwrap_or(true);
-        c.cpusets = pools.bool("cpusets")?.unwrap_or(true);
-        c.cgroup = match pools.str("cgroup")? {
+        c.pools.nonempty_pool_floor = pools.nonempty_pool_floor.unwrap_or(true);
+        c.cpusets = pools.cpusets.unwrap_or(true);
+        c.cgroup = match pools.cgroup.as_deref() {
             None | Some("auto") => None,
             Some("v1") => Some(Cgroup::V1),
             Some("v2") => Some(Cgroup::V2),
@@ -342,15 +370,14 @@ impl HostConfig {
                 ))
             }
         };
-        c.all_vms = vms.bool("all")?.unwrap_or(false);
-        let lv = section(&root, "libvirt");
-        c.libvirt = match (lv.str("uri")?, lv.str("virsh")?) {
+        c.all_vms = f.vms.all;
+        c.libvirt = match (f.libvirt.uri, f.libvirt.virsh) {
             (Some(uri), _) if uri.trim().is_empty() => {
                 return Err(Error::config("libvirt.uri", "an empty URI"))
             }
             (Some(uri), virsh) => Some(LibvirtConfig {
-                uri: uri.to_string(),
-                virsh: virsh.unwrap_or("virsh").to_string(),
+                uri,
+                virsh: virsh.unwrap_or_else(|| "virsh".to_string()),
             }),
             (None, Some(_)) => {
                 return Err(Error::config(
@@ -360,15 +387,14 @@ impl HostConfig {
             }
             (None, None) => None,
         };
-        c.vms = parse_vms(&root)?;
-        if let Some(addr) = met.str("listen")?.filter(|s| !s.is_empty()) {
+        c.vms = parse_vms(f.vm)?;
+        if let Some(addr) = f.metrics.listen.filter(|s| !s.is_empty()) {
             c.metrics_listen =
-                Some(parse_listen(addr).map_err(|e| Error::config("metrics.listen", e))?);
+                Some(parse_listen(&addr).map_err(|e| Error::config("metrics.listen", e))?);
         }
         c.validate()?;
         Ok(c)
     }
-
     /// Checks that need the whole config (after command-line overrides).
     pub fn validate(&self) -> Result<()> {
         if !self.window_ms.is_multiple_of(self.interval_ms) {
@@ -408,83 +434,59 @@ impl HostConfig {
 
 /// `[classes]`: `fast` and `slow` CPU lists and the fast class's `sf_fast` (> 1), all three or
 /// none.
-fn parse_classes(s: &Section) -> Result<Option<ClassMap>> {
-    if s.table.is_none() {
-        return Ok(None);
-    }
-    let list = |k| -> Result<Vec<usize>> {
-        let text = s
-            .str(k)?
-            .ok_or_else(|| Error::config(s.key(k), "a CPU list, e.g. \"0-3\", is needed"))?;
-        let set = text
-            .parse::<CpuSet>()
-            .map_err(|e| Error::config(s.key(k), e))?;
+fn parse_classes(k: ClassesKeys) -> Result<ClassMap> {
+    let list = |key: &str, text: Option<String>| -> Result<Vec<usize>> {
+        let text = text.ok_or_else(|| Error::config(key, "a CPU list, e.g. \"0-3\", is needed"))?;
+        let set = text.parse::<CpuSet>().map_err(|e| Error::config(key, e))?;
         Ok(set.iter().collect())
     };
-    let sf_fast = s
-        .checked("sf_fast", "above 1 (the slow class's SF is 1)", |x| x > 1.0)?
-        .ok_or_else(|| {
-            Error::config(
-                s.key("sf_fast"),
-                "the fast cores' speed over the slow ones' is needed",
-            )
-        })?;
-    Ok(Some(ClassMap {
-        fast: list("fast")?,
-        slow: list("slow")?,
+    let sf_fast = number(
+        "classes.sf_fast",
+        k.sf_fast,
+        "above 1 (the slow class's SF is 1)",
+        |x| x > 1.0,
+    )?
+    .ok_or_else(|| {
+        Error::config(
+            "classes.sf_fast",
+            "the fast cores' speed over the slow ones' is needed",
+        )
+    })?;
+    Ok(ClassMap {
+        fast: list("classes.fast", k.fast)?,
+        slow: list("classes.slow", k.slow)?,
         sf_fast,
-    }))
+    })
 }
 
 /// The `[[vm]]` tables, each named `vm[i].key` in errors.
-fn parse_vms(root: &toml::Table) -> Result<Vec<VmConfig>> {
-    let Some(v) = root.get("vm") else {
-        return Ok(Vec::new());
-    };
-    let list = v
-        .as_array()
-        .ok_or_else(|| Error::config("vm", "expected [[vm]] tables"))?;
+fn parse_vms(list: Vec<VmKeys>) -> Result<Vec<VmConfig>> {
     let mut out: Vec<VmConfig> = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let at = format!("vm[{i}]");
-        let table = item
-            .as_table()
-            .ok_or_else(|| Error::config(&at, "expected a table"))?;
-        if let Some(k) = table.keys().find(|k| !VM_KEYS.contains(&k.as_str())) {
-            return Err(Error::config(
-                format!("{at}.{k}"),
-                format!("unknown key (known: {})", VM_KEYS.join(", ")),
-            ));
-        }
-        let s = Section {
-            name: at.clone(),
-            table: Some(table),
-        };
-        let name = s
-            .str("name")?
+    for (i, vm) in list.into_iter().enumerate() {
+        let key = |k: &str| format!("vm[{i}].{k}");
+        let name = vm
+            .name
             .filter(|n| !n.trim().is_empty())
-            .ok_or_else(|| Error::config(s.key("name"), "each VM needs its QEMU -name"))?;
+            .ok_or_else(|| Error::config(key("name"), "each VM needs its QEMU -name"))?;
         if out.iter().any(|v| v.name == name) {
             return Err(Error::config(
-                s.key("name"),
+                key("name"),
                 format!("{name:?} is listed twice"),
             ));
         }
-        let taps = s.strings("taps")?;
-        if taps
+        if vm
+            .taps
             .as_ref()
             .is_some_and(|t| t.iter().any(|x| x.trim().is_empty()))
         {
-            return Err(Error::config(s.key("taps"), "an empty tap name"));
+            return Err(Error::config(key("taps"), "an empty tap name"));
         }
-        let qmp = path(&s, "qmp")?;
-        let rx_ring = s.bool("rx_ring")?.unwrap_or(false);
         out.push(VmConfig {
-            name: name.to_string(),
-            weight: s.checked("weight", "positive", |x| x > 0.0)?,
-            taps,
-            qmp,
-            rx_ring,
+            name,
+            weight: number(&key("weight"), vm.weight, "positive", |x| x > 0.0)?,
+            taps: vm.taps,
+            qmp: path(&key("qmp"), vm.qmp)?,
+            rx_ring: vm.rx_ring,
         });
     }
     Ok(out)
@@ -565,7 +567,10 @@ mod tests {
     #[test]
     fn errors_name_the_key() {
         for (text, key) in [
-            ("vms.all = true\ninterval = 10", "interval: unknown key"),
+            (
+                "vms.all = true\ninterval = 10",
+                "interval: TOML parse error at line 2, column 1: unknown field `interval`",
+            ),
             (
                 "vms.all = true\nwindow_ms = 105",
                 "window_ms: 105 is not a multiple",
@@ -576,11 +581,13 @@ mod tests {
             ),
             (
                 "vms.all = true\nhold_windows = 2.0",
-                "hold_windows: must be an integer from 0 to 10000, got the float 2.0",
+                "hold_windows: TOML parse error at line 2, column 16: expected an integer, got the \
+                 float 2.0",
             ),
             (
                 "vms.all = true\nseed = 1e300",
-                "seed: must be an integer from 0 to 9223372036854775807, got the float 1e300",
+                "seed: TOML parse error at line 2, column 8: expected an integer, got the float \
+                 1e300",
             ),
             ("vms.all = true\ncpus = \"0-x\"", "cpus:"),
             (
@@ -610,7 +617,7 @@ mod tests {
             ),
             (
                 "[[vm]]\nname = \"a\"\ntap = [\"t\"]",
-                "vm[0].tap: unknown key",
+                "vm[0].tap: TOML parse error at line 3, column 1: unknown field `tap`",
             ),
             (
                 "[[vm]]\nname = \"a\"\nweight = -1",
@@ -618,14 +625,15 @@ mod tests {
             ),
             (
                 "[[vm]]\nname = \"a\"\ntaps = \"t\"",
-                "vm[0].taps: expected a list",
+                "vm[0].taps: TOML parse error at line 3, column 8: invalid type: string \"t\", \
+                 expected a sequence",
             ),
             ("dry_run = true", "vm: no VM given"),
             (
                 "vms.all = true\n[pools]\ncgroup = \"v3\"",
                 "pools.cgroup: unknown \"v3\"",
             ),
-            ("vm = 3", "vm: expected [[vm]] tables"),
+            ("vm = 3", "vm: TOML parse error at line 1, column 6: invalid type: integer `3`"),
             (
                 "vms.all = true\n[metrics]\nlisten = \"x\"",
                 "metrics.listen",
@@ -634,5 +642,61 @@ mod tests {
             let e = err(text);
             assert!(e.starts_with(key), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn an_unknown_key_in_any_section_is_refused_with_its_line_and_column() {
+        let sections = [
+            "", "paths", "classes", "classify", "pools", "vms", "metrics", "libvirt", "vm",
+        ];
+        for section in sections {
+            let (text, key) = match section {
+                "" => ("vms.all = true\ntypo = 1\n".to_string(), "typo".to_string()),
+                "vm" => (
+                    "[[vm]]\nname = \"a\"\ntypo = 1\n".into(),
+                    "vm[0].typo".into(),
+                ),
+                "vms" => ("[vms]\nall = true\ntypo = 1\n".into(), "vms.typo".into()),
+                s => (
+                    format!("vms.all = true\n[{s}]\ntypo = 1\n"),
+                    format!("{s}.typo"),
+                ),
+            };
+            let line = text.lines().position(|l| l.starts_with("typo")).unwrap() + 1;
+            let e = err(&text);
+            let want = format!(
+                "{key}: TOML parse error at line {line}, column 1: unknown field `typo`, expected"
+            );
+            assert!(e.starts_with(&want), "{section:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_refused_value_names_the_file_and_the_line_of_its_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("host.toml");
+        let file = path.display();
+        let load = |text: &str| {
+            std::fs::write(&path, text).unwrap();
+            HostConfig::load(&path).unwrap_err().to_string()
+        };
+        assert_eq!(
+            load("vms.all = true\n\n[classify]\nql_max = 10\nql_th = 0\n"),
+            format!("{file}:5: classify.ql_th: must be an integer from 1 to 65536, got 0")
+        );
+        assert_eq!(
+            load("vms.all = true\nhold_windows = 20\nhold_max_windows = 10\n"),
+            format!("{file}:3: hold_max_windows: 10 is less than hold_windows (20)")
+        );
+        assert_eq!(
+            load("[[vm]]\nname = \"a\"\n[[vm]]\nweight = 2\n"),
+            format!("{file}:3: vm[1].name: each VM needs its QEMU -name"),
+            "a key not written: the line of its table"
+        );
+        assert!(
+            load("vms.all = true\n[pools]\ncpusets = \"no\"\n").starts_with(&format!(
+            "{file}: pools.cpusets: TOML parse error at line 3, column 11: invalid type: string"
+        ))
+        );
     }
 }

@@ -1,14 +1,10 @@
 //! Reading a TOML config or scenario file into a `serde` type: the one way the colosched crates
 //! read their files. Types declare `#[serde(deny_unknown_fields)]`, so a typo is refused; the
 //! error carries toml's line and column and names the key, on one line for a terminal and a log.
-//! Checks of values (ranges, keys that depend on each other) are the caller's, after this.
-//!
-//! The agents' two configs are still walked by hand (`walk`: `parse_table`, `Section`), until
-//! they are read this way too.
+//! Checks of values (ranges, keys that depend on each other) are the caller's, after this; `line`
+//! finds the line of the key a check refused, for its error.
 
-pub mod walk;
-
-pub use walk::{parse_table, Section};
+pub mod line;
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +19,10 @@ pub struct TomlError {
     pub column: usize,
     /// toml's message on one line (it starts with the line and column when it has them).
     pub message: String,
+    /// The dotted path of the key toml refused or whose value it refused (`sensor.hysteresis`),
+    /// when it said where: its message names an unknown key but not its table, and a value of
+    /// the wrong type not at all.
+    pub key: Option<String>,
 }
 
 /// What is wrong with a file's text: toml's refusal, or a value the caller's checks refused.
@@ -32,9 +32,15 @@ pub enum ConfigError {
     #[error(transparent)]
     Toml(#[from] TomlError),
     /// A value out of its range, missing, or at odds with another: the key's path
-    /// (`vms[2].phase_ms`) and what is wrong.
+    /// (`vms[2].phase_ms`), what is wrong, and the key's line in the file when known
+    /// (`at_line_in`). The line is not in this message: whoever names the file writes
+    /// `file:line: key: problem`.
     #[error("{key}: {problem}")]
-    Key { key: String, problem: String },
+    Key {
+        key: String,
+        problem: String,
+        line: Option<usize>,
+    },
 }
 
 impl ConfigError {
@@ -42,6 +48,19 @@ impl ConfigError {
         ConfigError::Key {
             key: key.into(),
             problem: problem.into(),
+            line: None,
+        }
+    }
+
+    /// This error with its key's line in `text` (`line::line_of`), if it is about a key.
+    pub fn at_line_in(self, text: &str) -> ConfigError {
+        match self {
+            ConfigError::Key { key, problem, .. } => ConfigError::Key {
+                line: line::line_of(text, &key),
+                key,
+                problem,
+            },
+            toml => toml,
         }
     }
 }
@@ -65,8 +84,69 @@ pub fn from_toml<T: DeserializeOwned>(text: &str) -> Result<T, TomlError> {
             line,
             column,
             message: one_line(&e.to_string()),
+            key: e.span().and_then(|span| line::key_at(text, span.start)),
         }
     })
+}
+
+/// A TOML integer, for a count. A float is refused, even a whole one (`1e300`, `2.0`): a count
+/// written as a float is a mistake, and past 2^53 a float is not the integer it reads as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Integer(pub i64);
+
+impl<'de> serde::Deserialize<'de> for Integer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Integer, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Integer;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer")
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Integer, E> {
+                Ok(Integer(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Integer, E> {
+                Err(E::custom(format!(
+                    "expected an integer, got the float {v:?}"
+                )))
+            }
+        }
+        d.deserialize_i64(Visitor)
+    }
+}
+
+/// `x`, if given, checked to be an integer from `lo` to `hi`.
+pub fn int_in(key: &str, x: Option<Integer>, lo: i64, hi: i64) -> Result<Option<i64>, ConfigError> {
+    match x.map(|Integer(i)| i) {
+        Some(i) if !(lo..=hi).contains(&i) => Err(ConfigError::key(
+            key,
+            format!("must be an integer from {lo} to {hi}, got {i}"),
+        )),
+        x => Ok(x),
+    }
+}
+
+/// `x`, if given, checked to be a finite number that satisfies `ok`, which `what` describes.
+pub fn number(
+    key: &str,
+    x: Option<f64>,
+    what: &str,
+    ok: impl Fn(f64) -> bool,
+) -> Result<Option<f64>, ConfigError> {
+    match x {
+        Some(x) if !(x.is_finite() && ok(x)) => {
+            Err(ConfigError::key(key, format!("must be {what}, got {x}")))
+        }
+        x => Ok(x),
+    }
+}
+
+/// A list of paths, none of them empty.
+pub fn paths(key: &str, list: Vec<String>) -> Result<Vec<PathBuf>, ConfigError> {
+    if list.iter().any(|p| p.trim().is_empty()) {
+        return Err(ConfigError::key(key, "an empty path"));
+    }
+    Ok(list.into_iter().map(PathBuf::from).collect())
 }
 
 /// The file at `path`, as text.
@@ -127,10 +207,76 @@ mod tests {
         );
         assert!(e.message.contains("unknown field `sped`"), "{e}");
         assert!(!e.message.contains('\n'), "{e}");
+        assert_eq!(e.key.as_deref(), Some("sped"));
         let e = from_toml::<Keys>("speed = \"fast\"").unwrap_err();
         assert_eq!((e.line, e.column), (1, 9));
         assert!(e.message.contains("invalid type: string \"fast\""), "{e}");
+        assert_eq!(
+            e.key.as_deref(),
+            Some("speed"),
+            "the key of the value refused"
+        );
+        assert_eq!(from_toml::<Keys>("speed = [").unwrap_err().key, None);
         assert_eq!(from_toml::<Keys>("speed = 2").unwrap().speed, Some(2.0));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Count {
+        n: Integer,
+    }
+
+    #[test]
+    fn an_integer_refuses_a_float_even_a_whole_one() {
+        assert_eq!(from_toml::<Count>("n = -3").unwrap().n, Integer(-3));
+        for (float, shown) in [("1e300", "1e300"), ("2.0", "2.0"), ("nan", "NaN")] {
+            let e = from_toml::<Count>(&format!("n = {float}")).unwrap_err();
+            assert_eq!((e.line, e.column, e.key.as_deref()), (1, 5, Some("n")));
+            let want = format!("expected an integer, got the float {shown}");
+            assert!(e.message.ends_with(&want), "{e}");
+        }
+        let e = from_toml::<Count>("n = \"3\"").unwrap_err();
+        assert!(
+            e.message
+                .ends_with("invalid type: string \"3\", expected an integer"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_key_error_takes_its_line_from_the_text() {
+        let e = ConfigError::key("limits.cooldown_s", "too long")
+            .at_line_in("a = 1\n[limits]\ncooldown_s = 9\n");
+        assert_eq!(
+            e,
+            ConfigError::Key {
+                key: "limits.cooldown_s".into(),
+                problem: "too long".into(),
+                line: Some(3)
+            }
+        );
+        assert_eq!(e.to_string(), "limits.cooldown_s: too long");
+    }
+
+    #[test]
+    fn value_checks_name_the_key() {
+        assert_eq!(int_in("n", Some(Integer(3)), 1, 3), Ok(Some(3)));
+        assert_eq!(
+            int_in("n", Some(Integer(0)), 1, 3).unwrap_err().to_string(),
+            "n: must be an integer from 1 to 3, got 0"
+        );
+        assert_eq!(number("x", None, "positive", |x| x > 0.0), Ok(None));
+        assert_eq!(
+            number("x", Some(f64::NAN), "positive", |x| x > 0.0)
+                .unwrap_err()
+                .to_string(),
+            "x: must be positive, got NaN"
+        );
+        assert_eq!(
+            paths("p", vec!["/a".into(), " ".into()])
+                .unwrap_err()
+                .to_string(),
+            "p: an empty path"
+        );
     }
 
     #[test]
