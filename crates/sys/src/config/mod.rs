@@ -6,6 +6,7 @@
 //! The agents' two configs are still walked by hand (`walk`: `parse_table`, `Section`), until
 //! they are read this way too.
 
+pub mod line;
 pub mod walk;
 
 pub use walk::{parse_table, Section};
