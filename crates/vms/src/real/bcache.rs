@@ -52,6 +52,19 @@ impl From<colosched_sys::Error> for BcacheError {
     }
 }
 
+/// Why a text is not a size as bcache prints it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("unknown size suffix `{0}`")]
+    Suffix(char),
+    #[error("not a size (expected e.g. `512`, `0.5k`, `1.2M`)")]
+    NotASize,
+    #[error("number too large")]
+    TooLarge,
+    #[error("size does not fit in 64 bits")]
+    Over64Bits,
+}
+
 /// Parses a size as bcache prints it (`bch_hprint` in drivers/md/bcache/util.c): a number with
 /// one decimal and a power-of-1024 suffix, `k M G T P E` (`512` bytes is `0.5k`, 1.2 MiB is
 /// `1.2M`). Older kernels printed sizes under 1 KiB as a plain number, so no suffix means bytes.
@@ -59,7 +72,7 @@ impl From<colosched_sys::Error> for BcacheError {
 ///
 /// The kernel truncates to one decimal, so the value is exact only to a tenth of its unit:
 /// `1.2M` is anything from 1.2 to 1.3 MiB; this returns the lower bound, rounded down to bytes.
-pub fn parse_human_size(text: &str) -> Result<u64, String> {
+pub fn parse_human_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let (number, shift) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -70,7 +83,7 @@ pub fn parse_human_size(text: &str) -> Result<u64, String> {
                 't' => 4,
                 'p' => 5,
                 'e' => 6,
-                _ => return Err(format!("unknown size suffix `{c}`")),
+                _ => return Err(SizeError::Suffix(c)),
             };
             (&t[..i], 10 * power)
         }
@@ -87,15 +100,15 @@ pub fn parse_human_size(text: &str) -> Result<u64, String> {
         Some(f) => digits(f) && f.len() <= 9,
     };
     if !digits(whole) || !frac_ok {
-        return Err("not a size (expected e.g. `512`, `0.5k`, `1.2M`)".to_string());
+        return Err(SizeError::NotASize);
     }
     // Exact in u128: (whole.frac as an integer) * 1024^power / 10^decimals.
     let frac = frac.unwrap_or("");
     let mantissa: u128 = format!("{whole}{frac}")
         .parse()
-        .map_err(|_| "number too large".to_string())?;
+        .map_err(|_| SizeError::TooLarge)?;
     let bytes = (mantissa << shift) / 10u128.pow(frac.len() as u32);
-    u64::try_from(bytes).map_err(|_| "size does not fit in 64 bits".to_string())
+    u64::try_from(bytes).map_err(|_| SizeError::Over64Bits)
 }
 
 /// bcache's cache modes (`bch_cache_modes` in sysfs.c, in that order).
@@ -233,7 +246,7 @@ fn read_u64(sys: &Sysfs, rel: &str) -> Result<u64, BcacheError> {
 
 fn read_size(sys: &Sysfs, rel: &str) -> Result<u64, BcacheError> {
     let t = sys.attr(rel)?;
-    parse_human_size(&t).map_err(|why| bad(sys, rel, &t, why))
+    parse_human_size(&t).map_err(|why| bad(sys, rel, &t, why.to_string()))
 }
 
 /// The bracketed word of a `bch_snprint_string_list` file.
