@@ -131,14 +131,15 @@ struct VmKeys {
 /// names the key (`host[1].port_base`) and its line.
 pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     let f: File = from_toml(text)?;
-    let bad = |v: &dyn SpanOf, key: &str, problem: String| key_at(text, v.span_of(), key, problem);
+    // A value's problem, named with its key and line (`span`: the value's place in the text).
+    let bad = |span: Range<usize>, key: &str, problem: String| key_at(text, span, key, problem);
     let m = &f.migrate;
     if let Some((k, v)) = [("per_cluster", &m.per_cluster), ("per_host", &m.per_host)]
         .into_iter()
         .find_map(|(k, v)| Some((k, v.as_ref()?)))
     {
         return Err(bad(
-            v,
+            v.span(),
             &format!("migrate.{k}"),
             format!(
                 "not an executor key: the executor runs one migration at a time (spec 003: \
@@ -151,7 +152,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     let link_mbps = *m.link_mbps.get_ref();
     if !(link_mbps.is_finite() && link_mbps > 0.0) {
         return Err(bad(
-            &m.link_mbps,
+            m.link_mbps.span(),
             "migrate.link_mbps",
             format!("must be positive, got {link_mbps}"),
         ));
@@ -160,7 +161,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     if !(bw_cap > 0.0 && bw_cap <= 1.0) {
         let v = m.bw_cap.as_ref().expect("the default is in range");
         return Err(bad(
-            v,
+            v.span(),
             "migrate.bw_cap",
             format!("must be in (0, 1], got {bw_cap}"),
         ));
@@ -172,7 +173,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     if !(timeout_s > 0.0 && timeout_s <= 1e6) {
         let v = m.timeout_s.as_ref().expect("the default is in range");
         return Err(bad(
-            v,
+            v.span(),
             "migrate.timeout_s",
             format!("must be positive (and sane), got {timeout_s}"),
         ));
@@ -181,7 +182,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     if let Some(v) = &m.run_dir {
         if run_dir.is_empty() || run_dir.contains(',') {
             return Err(bad(
-                v,
+                v.span(),
                 "migrate.run_dir",
                 format!("{run_dir:?}: must be a path without commas (QEMU options split on them)"),
             ));
@@ -198,12 +199,16 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
         let at = |k: &str| format!("host[{i}].{k}");
         let id = id(text, &t.id, &at("id"))?;
         if hosts.iter().any(|h| h.id == id) {
-            return Err(bad(&t.id, &at("id"), format!("{id:?} is already a host")));
+            return Err(bad(
+                t.id.span(),
+                &at("id"),
+                format!("{id:?} is already a host"),
+            ));
         }
         let address = t.address.get_ref();
         let address: IpAddr = address.parse().map_err(|_| {
             bad(
-                &t.address,
+                t.address.span(),
                 &at("address"),
                 format!("{address:?} is not an IP address"),
             )
@@ -215,14 +220,14 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
                 .filter(|&p| p > 0)
                 .ok_or_else(|| {
                     bad(
-                        p,
+                        p.span(),
                         &at("port_base"),
                         format!("expected a port 1-65535, got {}", p.get_ref()),
                     )
                 })?,
         };
         if let Some(u) = t.libvirt.as_ref().filter(|u| u.get_ref().trim().is_empty()) {
-            return Err(bad(u, &at("libvirt"), "an empty URI".into()));
+            return Err(bad(u.span(), &at("libvirt"), "an empty URI".into()));
         }
         hosts.push(Host {
             id,
@@ -242,12 +247,16 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
         let at = |k: &str| format!("vm[{i}].{k}");
         let id = id(text, &t.id, &at("id"))?;
         if vms.iter().any(|v| v.id == id) {
-            return Err(bad(&t.id, &at("id"), format!("{id:?} is already a VM")));
+            return Err(bad(
+                t.id.span(),
+                &at("id"),
+                format!("{id:?} is already a VM"),
+            ));
         }
         let host = t.host.get_ref().clone();
         let Some(hi) = hosts.iter().position(|h| h.id == host) else {
             return Err(bad(
-                &t.host,
+                t.host.span(),
                 &at("host"),
                 format!("{host:?} is not a [[host]] id"),
             ));
@@ -255,50 +264,54 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
         let (qmp, domain) = match (&t.qmp, &t.domain) {
             (Some(_), Some(d)) => {
                 return Err(bad(
-                    d,
+                    d.span(),
                     &at("domain"),
                     "a VM is reached through its QMP socket or its libvirt domain, not both".into(),
                 ))
             }
             (None, None) => {
                 return Err(bad(
-                    &t.id,
+                    t.id.span(),
                     &at("qmp"),
                     "missing (or domain, under libvirt)".into(),
                 ))
             }
             (_, Some(d)) if d.get_ref().trim().is_empty() => {
-                return Err(bad(d, &at("domain"), "empty".into()))
+                return Err(bad(d.span(), &at("domain"), "empty".into()))
             }
             (Some(q), _) if q.get_ref().is_empty() => {
-                return Err(bad(q, &at("qmp"), "empty".into()))
+                return Err(bad(q.span(), &at("qmp"), "empty".into()))
             }
             (Some(q), None) => (base.join(q.get_ref()), None),
             (None, Some(d)) => (PathBuf::new(), Some(d.get_ref().clone())),
         };
         // The value the errors below are about: the qmp or domain key.
-        let (key, value): (&str, &dyn SpanOf) = match (&t.qmp, &t.domain) {
-            (Some(q), _) => ("qmp", q),
-            (_, Some(d)) => ("domain", d),
+        let (key, value) = match (&t.qmp, &t.domain) {
+            (Some(q), _) => ("qmp", q.span()),
+            (_, Some(d)) => ("domain", d.span()),
             (None, None) => unreachable!("refused above"),
         };
         if let Some(other) = vms.iter().find(|v| domain.is_none() && v.qmp == qmp) {
             return Err(bad(
-                value,
+                value.clone(),
                 &at(key),
                 format!("{} is {}'s socket too", qmp.display(), other.id),
             ));
         }
         if let Some(other) = vms.iter().find(|v| domain.is_some() && v.domain == domain) {
             let d = other.domain.as_deref().unwrap_or_default();
-            return Err(bad(value, &at(key), format!("{d:?} is {}'s too", other.id)));
+            return Err(bad(
+                value.clone(),
+                &at(key),
+                format!("{d:?} is {}'s too", other.id),
+            ));
         }
         // One way for the whole run: libvirt's migration, or ours over QMP.
         if let Some(first) = vms.first() {
             if first.domain.is_some() != domain.is_some() {
                 let o = if domain.is_some() { "qmp" } else { "domain" };
                 return Err(bad(
-                    value,
+                    value.clone(),
                     &at(key),
                     format!(
                         "vm[0] gives {o}: every VM of a config is a libvirt domain, or none is"
@@ -308,7 +321,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
         }
         if domain.is_some() && hosts[hi].libvirt.is_none() {
             return Err(bad(
-                &f.host[hi].id,
+                f.host[hi].id.span(),
                 &format!("host[{hi}].libvirt"),
                 format!(
                     "missing: {id} is a libvirt domain ({}) on this host",
@@ -326,7 +339,7 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
     if vms[0].domain.is_some() {
         if let Some(hi) = hosts.iter().position(|h| h.libvirt.is_none()) {
             return Err(bad(
-                &f.host[hi].id,
+                f.host[hi].id.span(),
                 &format!("host[{hi}].libvirt"),
                 "missing: the VMs are libvirt domains, so every host needs its libvirt URI".into(),
             ));
@@ -340,17 +353,6 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
         hosts,
         vms,
     })
-}
-
-/// A value read with its place in the text, whatever its type.
-trait SpanOf {
-    fn span_of(&self) -> Range<usize>;
-}
-
-impl<T> SpanOf for Spanned<T> {
-    fn span_of(&self) -> Range<usize> {
-        self.span()
-    }
 }
 
 /// An id goes into file names (`<vm>.<host>.qmp`) and QEMU options.
