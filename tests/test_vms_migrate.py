@@ -250,7 +250,7 @@ def test_execute_moves_the_vm_at_the_capped_bandwidth_and_back_uncapped(cluster)
 @pytest.mark.parametrize(
     "change, where, needle",
     [
-        (("timeout_s", "timeout"), "config", "migrate.timeout: unknown key"),
+        (("timeout_s", "timeout"), "config", "TOML parse error at line 4, column 1: unknown field `timeout`"),
         (('"zk1", "from"', '"zk9", "from"'), "plan", 'moves[0][0].vm: "zk9" has no [[vm]] in the config'),
         (('"to": "h1"', '"to": "h7"'), "plan", 'moves[0][0].to: "h7" has no [[host]] in the config'),
         (('host = "h0"', 'host = "h1"'), "plan", 'moves[0][0].from: "h0", but zk1 is on "h1"'),

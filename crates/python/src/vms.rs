@@ -19,7 +19,7 @@ fn migrate_main(py: Python<'_>, argv: Vec<String>) -> i32 {
 fn plan_vms(path: &str, per_host: usize, per_cluster: usize, min_gain: f64) -> PyResult<String> {
     use colosched_vms::decide::plan::{plan, PlanParams};
     let c = colosched_vms::state::load(std::path::Path::new(path))
-        .map_err(pyo3::exceptions::PyValueError::new_err)?;
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
     let params = PlanParams {
         per_host,
         per_cluster,

@@ -22,6 +22,7 @@
 //! It depends on no colosched crate but core.
 
 pub mod agent_error;
+pub mod block;
 pub mod cgroupfs;
 pub mod config;
 pub mod error;

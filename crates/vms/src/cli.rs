@@ -10,8 +10,10 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Parser, Subcommand};
 use colosched_sys::signals::Signals;
 
+use colosched_sys::config::{self, ConfigError, ReadError};
+
 use crate::real::migrate::{
-    check, clean, execute, parse_config, parse_plan, plan_transient, Bad, Config, Report,
+    check, clean, execute, parse_config, parse_plan, plan_transient, Bad, Config, Move, Report,
 };
 
 const AFTER: &str = "examples:
@@ -67,8 +69,52 @@ struct VmsArgs {
     allow_transient: bool,
 }
 
-fn read(path: &Path) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+/// Bad input, found before anything started (exit 2): a file that cannot be read, or what is
+/// wrong in the config or the plan, named with its file.
+#[derive(Debug, thiserror::Error)]
+enum InputError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    /// `file:line: key: problem`, the line that of a value a check refused.
+    #[error("{}{}: {source}", file.display(), source.line().map(|n| format!(":{n}")).unwrap_or_default())]
+    In { file: PathBuf, source: Bad },
+}
+
+impl InputError {
+    /// `source`, named with the file it is in.
+    fn of(a: &VmsArgs, source: Bad) -> InputError {
+        let file = match source {
+            Bad::Config(_) => &a.config,
+            Bad::Plan(_) | Bad::PlanJson(_) => &a.plan,
+        };
+        InputError::In {
+            file: file.clone(),
+            source,
+        }
+    }
+}
+
+/// The config and the plan's waves, read and checked against each other (not yet against the
+/// running VMs: `check`).
+fn inputs(a: &VmsArgs) -> Result<(Config, Vec<Vec<Move>>), InputError> {
+    let of = |e: Bad| InputError::of(a, e);
+    let text = config::read(&a.config)?;
+    let base = a.config.parent().unwrap_or(Path::new("."));
+    let c = parse_config(&text, &std::path::absolute(base).unwrap_or_default())
+        .map_err(|e| of(e.into()))?;
+    let text = config::read(&a.plan)?;
+    let waves = parse_plan(&text).map_err(of)?;
+    let transient = plan_transient(&text).map_err(of)?;
+    if !transient.is_empty() && !a.allow_transient {
+        return Err(of(Bad::Plan(ConfigError::key(
+            "transient_violations",
+            format!(
+                "{} (no order of the moves avoids it; --allow-transient to run it anyway)",
+                transient.join("; ")
+            ),
+        ))));
+    }
+    Ok((c, waves))
 }
 
 fn row(r: &Report) -> String {
@@ -100,32 +146,14 @@ fn print(line: &str) {
 }
 
 fn vms(a: &VmsArgs) -> i32 {
-    let bad = |file: &Path, e: String| {
-        eprintln!("colosched migrate vms: error: {}: {e}", file.display());
+    let bad = |e: InputError| {
+        eprintln!("colosched migrate vms: error: {e}");
         2
     };
-    let c: Config = match read(&a.config).and_then(|t| {
-        let base = a.config.parent().unwrap_or(Path::new("."));
-        parse_config(&t, &std::path::absolute(base).unwrap_or_default())
-    }) {
-        Ok(c) => c,
-        Err(e) => return bad(&a.config, e),
+    let (c, waves) = match inputs(a) {
+        Ok(x) => x,
+        Err(e) => return bad(e),
     };
-    let (waves, transient) =
-        match read(&a.plan).and_then(|t| Ok((parse_plan(&t)?, plan_transient(&t)?))) {
-            Ok(w) => w,
-            Err(e) => return bad(&a.plan, e),
-        };
-    if !transient.is_empty() && !a.allow_transient {
-        return bad(
-            &a.plan,
-            format!(
-                "transient_violations: {} (no order of the moves avoids it; --allow-transient to \
-                 run it anyway)",
-                transient.join("; ")
-            ),
-        );
-    }
     // Caught before the checks, so a signal during them stops the run before it starts.
     let signals = if a.execute {
         match Signals::catch() {
@@ -140,8 +168,7 @@ fn vms(a: &VmsArgs) -> i32 {
     };
     let (planned, leftovers) = match check(&c, &waves) {
         Ok(p) => p,
-        Err(Bad::Config(e)) => return bad(&a.config, e),
-        Err(Bad::Plan(e)) => return bad(&a.plan, e),
+        Err(e) => return bad(InputError::of(a, e)),
     };
     let cap = format!(
         "max-bandwidth {} B/s = {} × {} Mbit/s link",

@@ -24,7 +24,9 @@
 //! ```
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 
+use colosched_sys::config::{from_toml, ConfigError, ReadError};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
@@ -84,36 +86,69 @@ fn num(x: f64) -> String {
     }
 }
 
+/// A state file that could not be read, or was refused: the file named.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error("{}: not UTF-8 text (byte {at})", path.display())]
+    NotUtf8 { path: PathBuf, at: usize },
+    #[error("{}: {source}", path.display())]
+    In { path: PathBuf, source: TextError },
+}
+
+/// What is wrong with a state's text.
+#[derive(Debug, thiserror::Error)]
+pub enum TextError {
+    /// TOML that does not parse or has an unknown key (toml's line and column), or a field's
+    /// value (`vms[3].host`).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// JSON that does not parse or has an unknown key (serde's line and column).
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
 /// Reads, parses and checks a state file (`.toml`, else JSON). Errors name the file, and the
 /// field or line: a directory, a file that is not UTF-8, a bad value.
-pub fn load(path: &std::path::Path) -> Result<Cluster, String> {
-    let at = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("{at}: {e}"))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        format!(
-            "{at}: not UTF-8 text (byte {})",
-            e.utf8_error().valid_up_to()
-        )
+pub fn load(path: &Path) -> Result<Cluster, StateError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = String::from_utf8(bytes).map_err(|e| StateError::NotUtf8 {
+        path: path.to_path_buf(),
+        at: e.utf8_error().valid_up_to(),
     })?;
     let toml = path.extension().is_some_and(|x| x == "toml");
-    parse(&text, toml).map_err(|e| format!("{at}: {e}"))
+    parse(&text, toml).map_err(|source| StateError::In {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn bad(key: impl Into<String>, problem: impl Into<String>) -> TextError {
+    TextError::Config(ConfigError::key(key, problem))
 }
 
 /// Parses and checks a state; `toml` picks the format. Errors name the field.
-pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
+pub fn parse(text: &str, toml: bool) -> Result<Cluster, TextError> {
     let f: StateFile = if toml {
-        toml::from_str(text).map_err(|e| e.to_string())?
+        from_toml(text).map_err(ConfigError::from)?
     } else {
-        serde_json::from_str(text).map_err(|e| e.to_string())?
+        serde_json::from_str(text)?
     };
     if f.hosts.is_empty() {
-        return Err("hosts: a cluster needs at least one host".into());
+        return Err(bad("hosts", "a cluster needs at least one host"));
     }
-    let index = |what: &str, ids: Vec<&String>| -> Result<HashMap<String, usize>, String> {
+    let index = |what: &str, ids: Vec<&String>| -> Result<HashMap<String, usize>, TextError> {
         let mut m = HashMap::new();
         for (i, id) in ids.into_iter().enumerate() {
             if m.insert(id.clone(), i).is_some() {
-                return Err(format!("{what}[{i}].id: {id:?} is listed twice"));
+                return Err(bad(
+                    format!("{what}[{i}].id"),
+                    format!("{id:?} is listed twice"),
+                ));
             }
         }
         Ok(m)
@@ -129,9 +164,9 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("link_gbit", h.link_gbit.unwrap_or(1.0)),
         ] {
             if !(x > 0.0 && x <= MAX) {
-                return Err(format!(
-                    "hosts[{i}].{k}: {} is not a positive number up to {MAX:e}",
-                    num(x)
+                return Err(bad(
+                    format!("hosts[{i}].{k}"),
+                    format!("{} is not a positive number up to {MAX:e}", num(x)),
                 ));
             }
         }
@@ -139,9 +174,9 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
     if let Some(b) = f.backend {
         for (k, x) in [("iops", b.iops), ("bw_mbps", b.bw_mbps)] {
             if !(x > 0.0 && x <= MAX) {
-                return Err(format!(
-                    "backend.{k}: {} is not a positive number up to {MAX:e}",
-                    num(x)
+                return Err(bad(
+                    format!("backend.{k}"),
+                    format!("{} is not a positive number up to {MAX:e}", num(x)),
                 ));
             }
         }
@@ -158,22 +193,26 @@ pub fn parse(text: &str, toml: bool) -> Result<Cluster, String> {
             ("link_mbps", v.link_mbps),
         ] {
             if !(0.0..=MAX).contains(&x) {
-                return Err(format!(
-                    "vms[{i}].{k}: {} is not a number from 0 to {MAX:e}",
-                    num(x)
+                return Err(bad(
+                    format!("vms[{i}].{k}"),
+                    format!("{} is not a number from 0 to {MAX:e}", num(x)),
                 ));
             }
         }
-        let host = *hosts
-            .get(&v.host)
-            .ok_or_else(|| format!("vms[{i}].host: {:?} is not a host", v.host))?;
+        let host = *hosts.get(&v.host).ok_or_else(|| {
+            bad(
+                format!("vms[{i}].host"),
+                format!("{:?} is not a host", v.host),
+            )
+        })?;
         let app = match &v.app {
             None => None,
-            Some(a) => Some(
-                *apps
-                    .get(a)
-                    .ok_or_else(|| format!("vms[{i}].app: {a:?} is not an application"))?,
-            ),
+            Some(a) => Some(*apps.get(a).ok_or_else(|| {
+                bad(
+                    format!("vms[{i}].app"),
+                    format!("{a:?} is not an application"),
+                )
+            })?),
         };
         vms.push(Vm {
             id: v.id,
@@ -370,7 +409,7 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            let e = parse(&text, true).unwrap_err();
+            let e = parse(&text, true).unwrap_err().to_string();
             assert!(e.contains(want), "{want} not in {e}");
         }
         let c = parse(
@@ -382,7 +421,7 @@ mod tests {
             Some(25.0),
             "a known key, used"
         );
-        let e = parse("{\"hosts\": [}", false).unwrap_err();
+        let e = parse("{\"hosts\": [}", false).unwrap_err().to_string();
         assert!(e.contains("line 1 column"), "{e}");
     }
 
@@ -427,14 +466,14 @@ mod tests {
     #[test]
     fn bad_files_are_named() {
         let d = tempfile::tempdir().unwrap();
-        let e = load(d.path()).unwrap_err();
+        let e = load(d.path()).unwrap_err().to_string();
         assert!(e.starts_with(&d.path().display().to_string()), "{e}");
         let f = d.path().join("s.toml");
         std::fs::write(&f, b"[[hosts]]\nid = \"h\xff\"\n").unwrap();
-        let e = load(&f).unwrap_err();
+        let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("s.toml: not UTF-8 text (byte 17)"), "{e}");
         std::fs::write(&f, zk(1).replace("iops = 500", "iops = inf")).unwrap();
-        let e = load(&f).unwrap_err();
+        let e = load(&f).unwrap_err().to_string();
         assert!(e.contains("s.toml: vms[0].iops: inf"), "{e}");
         std::fs::write(&f, zk(2)).unwrap();
         assert_eq!(load(&f).unwrap().vms.len(), 2);

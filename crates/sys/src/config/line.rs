@@ -32,6 +32,21 @@ pub fn line_of(text: &str, path: &str) -> Option<usize> {
     Some(text[..at.min(text.len())].matches('\n').count() + 1)
 }
 
+/// A check's refusal of the value at `span` of `text` (a `toml::Spanned`'s span): `key` and
+/// `problem`, with the value's line.
+pub fn refused(
+    text: &str,
+    span: Range<usize>,
+    key: impl Into<String>,
+    problem: impl Into<String>,
+) -> super::ConfigError {
+    super::ConfigError::Key {
+        key: key.into(),
+        problem: problem.into(),
+        line: Some(text[..span.start.min(text.len())].matches('\n').count() + 1),
+    }
+}
+
 /// The dotted path of the key whose key or value holds byte `at` of `text` (`sensor.hysteresis`,
 /// `vm[0].tap`); `None` if no key does, or the text is not TOML.
 pub fn key_at(text: &str, at: usize) -> Option<String> {

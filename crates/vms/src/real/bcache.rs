@@ -27,31 +27,43 @@
 //! This machine's kernel has no bcache: the tests build the tree in a tempdir, each file written
 //! as the kernel prints it.
 
-use std::fmt;
-use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use colosched_sys::Sysfs;
 use serde::Serialize;
 
 /// What is wrong, and where: the sysfs file, what was found there, and why it is refused.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("bcache: {path}: {why}{}", found.as_ref().map_or(String::new(), |f| format!(" (found `{f}`)")))]
 pub struct BcacheError {
     pub path: String,
     pub found: Option<String>,
     pub why: String,
 }
 
-impl fmt::Display for BcacheError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "bcache: {}: {}", self.path, self.why)?;
-        if let Some(found) = &self.found {
-            write!(f, " (found `{found}`)")?;
+/// A file sysfs could not give.
+impl From<colosched_sys::Error> for BcacheError {
+    fn from(e: colosched_sys::Error) -> BcacheError {
+        BcacheError {
+            path: e.path().display().to_string(),
+            found: None,
+            why: e.msg(),
         }
-        Ok(())
     }
 }
 
-impl std::error::Error for BcacheError {}
+/// Why a text is not a size as bcache prints it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    #[error("unknown size suffix `{0}`")]
+    Suffix(char),
+    #[error("not a size (expected e.g. `512`, `0.5k`, `1.2M`)")]
+    NotASize,
+    #[error("number too large")]
+    TooLarge,
+    #[error("size does not fit in 64 bits")]
+    Over64Bits,
+}
 
 /// Parses a size as bcache prints it (`bch_hprint` in drivers/md/bcache/util.c): a number with
 /// one decimal and a power-of-1024 suffix, `k M G T P E` (`512` bytes is `0.5k`, 1.2 MiB is
@@ -60,7 +72,7 @@ impl std::error::Error for BcacheError {}
 ///
 /// The kernel truncates to one decimal, so the value is exact only to a tenth of its unit:
 /// `1.2M` is anything from 1.2 to 1.3 MiB; this returns the lower bound, rounded down to bytes.
-pub fn parse_human_size(text: &str) -> Result<u64, String> {
+pub fn parse_human_size(text: &str) -> Result<u64, SizeError> {
     let t = text.trim();
     let (number, shift) = match t.char_indices().last() {
         Some((i, c)) if c.is_ascii_alphabetic() => {
@@ -71,7 +83,7 @@ pub fn parse_human_size(text: &str) -> Result<u64, String> {
                 't' => 4,
                 'p' => 5,
                 'e' => 6,
-                _ => return Err(format!("unknown size suffix `{c}`")),
+                _ => return Err(SizeError::Suffix(c)),
             };
             (&t[..i], 10 * power)
         }
@@ -88,15 +100,15 @@ pub fn parse_human_size(text: &str) -> Result<u64, String> {
         Some(f) => digits(f) && f.len() <= 9,
     };
     if !digits(whole) || !frac_ok {
-        return Err("not a size (expected e.g. `512`, `0.5k`, `1.2M`)".to_string());
+        return Err(SizeError::NotASize);
     }
     // Exact in u128: (whole.frac as an integer) * 1024^power / 10^decimals.
     let frac = frac.unwrap_or("");
     let mantissa: u128 = format!("{whole}{frac}")
         .parse()
-        .map_err(|_| "number too large".to_string())?;
+        .map_err(|_| SizeError::TooLarge)?;
     let bytes = (mantissa << shift) / 10u128.pow(frac.len() as u32);
-    u64::try_from(bytes).map_err(|_| "size does not fit in 64 bits".to_string())
+    u64::try_from(bytes).map_err(|_| SizeError::Over64Bits)
 }
 
 /// bcache's cache modes (`bch_cache_modes` in sysfs.c, in that order).
@@ -213,83 +225,83 @@ pub struct BcacheDelta {
     pub reset: bool,
 }
 
-fn read_text(path: &Path) -> Result<String, BcacheError> {
-    fs::read_to_string(path)
-        .map(|s| s.trim_end_matches('\n').to_string())
-        .map_err(|e| BcacheError {
-            path: path.display().to_string(),
-            found: None,
-            why: e.to_string(),
-        })
-}
-
-fn bad(path: &Path, found: &str, why: impl Into<String>) -> BcacheError {
+/// Attribute `rel` of `sys` refused: what was found there, and why.
+fn bad(sys: &Sysfs, rel: &str, found: &str, why: impl Into<String>) -> BcacheError {
     BcacheError {
-        path: path.display().to_string(),
+        path: sys.root.join(rel).display().to_string(),
         found: Some(found.to_string()),
         why: why.into(),
     }
 }
 
-fn read_u64(path: &Path) -> Result<u64, BcacheError> {
-    let t = read_text(path)?;
+fn parse_u64(sys: &Sysfs, rel: &str, t: &str) -> Result<u64, BcacheError> {
     t.trim()
         .parse()
-        .map_err(|_| bad(path, &t, "not an unsigned integer"))
+        .map_err(|_| bad(sys, rel, t, "not an unsigned integer"))
 }
 
-fn read_size(path: &Path) -> Result<u64, BcacheError> {
-    let t = read_text(path)?;
-    parse_human_size(&t).map_err(|why| bad(path, &t, why))
+fn read_u64(sys: &Sysfs, rel: &str) -> Result<u64, BcacheError> {
+    parse_u64(sys, rel, &sys.attr(rel)?)
+}
+
+fn read_size(sys: &Sysfs, rel: &str) -> Result<u64, BcacheError> {
+    let t = sys.attr(rel)?;
+    parse_human_size(&t).map_err(|why| bad(sys, rel, &t, why.to_string()))
 }
 
 /// The bracketed word of a `bch_snprint_string_list` file.
-fn selected(path: &Path, text: &str) -> Result<String, BcacheError> {
+fn selected(sys: &Sysfs, rel: &str, text: &str) -> Result<String, BcacheError> {
     let picked: Vec<&str> = text
         .split_whitespace()
         .filter_map(|w| w.strip_prefix('[')?.strip_suffix(']'))
         .collect();
     match picked[..] {
         [one] => Ok(one.to_string()),
-        _ => Err(bad(path, text, "expected exactly one [bracketed] choice")),
+        _ => Err(bad(
+            sys,
+            rel,
+            text,
+            "expected exactly one [bracketed] choice",
+        )),
     }
 }
 
-fn read_stats(dir: &Path) -> Result<BcacheStats, BcacheError> {
-    let readaheads = dir.join("cache_readaheads");
+/// One `stats_*` directory, `dir`.
+fn read_stats(sys: &Sysfs, dir: &str) -> Result<BcacheStats, BcacheError> {
+    let at = |name: &str| format!("{dir}/{name}");
+    let readaheads = at("cache_readaheads");
     Ok(BcacheStats {
-        cache_hits: read_u64(&dir.join("cache_hits"))?,
-        cache_misses: read_u64(&dir.join("cache_misses"))?,
-        cache_hit_ratio_percent: read_u64(&dir.join("cache_hit_ratio"))?,
-        cache_bypass_hits: read_u64(&dir.join("cache_bypass_hits"))?,
-        cache_bypass_misses: read_u64(&dir.join("cache_bypass_misses"))?,
-        bypassed_bytes: read_size(&dir.join("bypassed"))?,
-        cache_miss_collisions: read_u64(&dir.join("cache_miss_collisions"))?,
-        cache_readaheads: if readaheads.exists() {
-            Some(read_u64(&readaheads)?)
-        } else {
-            None
+        cache_hits: read_u64(sys, &at("cache_hits"))?,
+        cache_misses: read_u64(sys, &at("cache_misses"))?,
+        cache_hit_ratio_percent: read_u64(sys, &at("cache_hit_ratio"))?,
+        cache_bypass_hits: read_u64(sys, &at("cache_bypass_hits"))?,
+        cache_bypass_misses: read_u64(sys, &at("cache_bypass_misses"))?,
+        bypassed_bytes: read_size(sys, &at("bypassed"))?,
+        cache_miss_collisions: read_u64(sys, &at("cache_miss_collisions"))?,
+        cache_readaheads: match sys.attr_if_any(&readaheads)? {
+            Some(t) => Some(parse_u64(sys, &readaheads, &t)?),
+            None => None,
         },
     })
 }
 
 /// Parses `priority_stats` (the `__bch_cache` show function in sysfs.c):
 /// `Unused:\t\t30%\nClean:\t\t60%\nDirty:\t\t8%\nMetadata:\t2%\nAverage:\t…\n…`.
-fn read_priority_stats(path: &Path) -> Result<BcachePriorityStats, BcacheError> {
-    let text = read_text(path)?;
+fn read_priority_stats(sys: &Sysfs, rel: &str) -> Result<BcachePriorityStats, BcacheError> {
+    let text = sys.attr(rel)?;
     let get = |key: &str| -> Result<u64, BcacheError> {
         let line = text
             .lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
             .ok_or_else(|| BcacheError {
-                path: path.display().to_string(),
+                path: sys.root.join(rel).display().to_string(),
                 found: None,
                 why: format!("no `{key}:` line"),
             })?;
         let v = line.trim();
         v.strip_suffix('%')
             .and_then(|n| n.parse().ok())
-            .ok_or_else(|| bad(path, v, format!("`{key}` is not an integer percent")))
+            .ok_or_else(|| bad(sys, rel, v, format!("`{key}` is not an integer percent")))
     };
     Ok(BcachePriorityStats {
         unused_percent: get("Unused")?,
@@ -299,64 +311,59 @@ fn read_priority_stats(path: &Path) -> Result<BcachePriorityStats, BcacheError> 
     })
 }
 
-fn read_cache_set(dir: &Path) -> Result<BcacheCacheSet, BcacheError> {
-    // The link's target ends in the set's UUID; canonicalize resolves the relative link sysfs
-    // uses (…/fs/bcache/<uuid>).
-    let uuid = fs::canonicalize(dir)
-        .ok()
-        .and_then(|p| Some(p.file_name()?.to_string_lossy().into_owned()))
-        .unwrap_or_default();
-    let cache0 = dir.join("cache0");
-    let (nbuckets, priority) = if cache0.exists() {
+/// The cache set, through the backing device's `cache` link.
+fn read_cache_set(sys: &Sysfs) -> Result<BcacheCacheSet, BcacheError> {
+    // The link's target ends in the set's UUID (…/fs/bcache/<uuid>).
+    let uuid = sys.link_name("cache").unwrap_or_default();
+    let (nbuckets, priority) = if sys.has("cache/cache0") {
         (
-            Some(read_u64(&cache0.join("nbuckets"))?),
-            Some(read_priority_stats(&cache0.join("priority_stats"))?),
+            Some(read_u64(sys, "cache/cache0/nbuckets")?),
+            Some(read_priority_stats(sys, "cache/cache0/priority_stats")?),
         )
     } else {
         (None, None)
     };
     Ok(BcacheCacheSet {
         uuid,
-        cache_available_percent: read_u64(&dir.join("cache_available_percent"))?,
-        bucket_size_bytes: read_size(&dir.join("bucket_size"))?,
-        block_size_bytes: read_size(&dir.join("block_size"))?,
+        cache_available_percent: read_u64(sys, "cache/cache_available_percent")?,
+        bucket_size_bytes: read_size(sys, "cache/bucket_size")?,
+        block_size_bytes: read_size(sys, "cache/block_size")?,
         nbuckets,
         priority,
     })
 }
 
 impl BcacheReading {
-    /// Reads a backing device's bcache directory, e.g. `/sys/block/bcache0/bcache`.
+    /// Reads a backing device's bcache directory, e.g. `/sys/block/bcache0/bcache`, through
+    /// `colosched_sys::Sysfs` rooted there.
     pub fn read(root: &Path) -> Result<Self, BcacheError> {
-        let mode_path = root.join("cache_mode");
-        let mode_text = read_text(&mode_path)?;
-        let cache_mode = match selected(&mode_path, &mode_text)?.as_str() {
+        let sys = Sysfs::new(root);
+        let mode_text = sys.attr("cache_mode")?;
+        let cache_mode = match selected(&sys, "cache_mode", &mode_text)?.as_str() {
             "writethrough" => BcacheMode::Writethrough,
             "writeback" => BcacheMode::Writeback,
             "writearound" => BcacheMode::Writearound,
             "none" => BcacheMode::None,
-            other => return Err(bad(&mode_path, other, "unknown cache mode")),
+            other => return Err(bad(&sys, "cache_mode", other, "unknown cache mode")),
         };
-        let state_path = root.join("state");
-        let state = match read_text(&state_path)?.trim() {
+        let state = match sys.attr("state")?.trim() {
             "no cache" => BcacheState::NoCache,
             "clean" => BcacheState::Clean,
             "dirty" => BcacheState::Dirty,
             "inconsistent" => BcacheState::Inconsistent,
-            other => return Err(bad(&state_path, other, "unknown state")),
+            other => return Err(bad(&sys, "state", other, "unknown state")),
         };
-        let set_dir: PathBuf = root.join("cache");
         Ok(BcacheReading {
             root: root.display().to_string(),
             cache_mode,
             state,
-            dirty_data_bytes: read_size(&root.join("dirty_data"))?,
-            stats_total: read_stats(&root.join("stats_total"))?,
-            stats_five_minute: read_stats(&root.join("stats_five_minute"))?,
-            stats_hour: read_stats(&root.join("stats_hour"))?,
-            stats_day: read_stats(&root.join("stats_day"))?,
-            cache_set: if set_dir.exists() {
-                Some(read_cache_set(&set_dir)?)
+            dirty_data_bytes: read_size(&sys, "dirty_data")?,
+            stats_total: read_stats(&sys, "stats_total")?,
+            stats_five_minute: read_stats(&sys, "stats_five_minute")?,
+            stats_hour: read_stats(&sys, "stats_hour")?,
+            stats_day: read_stats(&sys, "stats_day")?,
+            cache_set: if sys.has("cache") {
+                Some(read_cache_set(&sys)?)
             } else {
                 None
             },
@@ -411,7 +418,9 @@ mod tests {
     //! Documentation/admin-guide/bcache.rst and drivers/md/bcache/{sysfs.c,stats.c}.
 
     use super::*;
+    use std::fs;
     use std::os::unix::fs::symlink;
+    use std::path::PathBuf;
 
     fn write(path: &Path, text: &str) {
         fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -44,13 +44,16 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use colosched_qemu::{Monitor, Qmp, QmpError};
+use colosched_sys::config::ConfigError;
 use colosched_sys::signals::Signals;
 use colosched_sys::Procfs;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 pub use argv::{destination, Destination};
-pub use config::{check_plan, parse_config, parse_plan, plan_transient, Config, Host, Move, Vm};
+pub use config::{
+    check_plan, parse_config, parse_plan, plan_transient, Bad, Config, Host, Move, Vm,
+};
 
 const QMP_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a destination QEMU may take to open its QMP socket.
@@ -60,13 +63,6 @@ const SETTLE_TIMEOUT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(100);
 /// Ports tried from a host's `port_base`.
 const PORT_TRIES: u16 = 32;
-
-/// Bad input found before anything started: in the config or in the plan (exit 2).
-#[derive(Debug, PartialEq)]
-pub enum Bad {
-    Config(String),
-    Plan(String),
-}
 
 /// What the executor says of one migration.
 #[derive(Debug, Clone, Serialize)]
@@ -119,30 +115,35 @@ struct Source {
     argv: Vec<String>,
 }
 
-fn inspect(path: &Path) -> Result<(Qmp, Source), String> {
-    let mut q = Qmp::connect(path, QMP_TIMEOUT).map_err(|e| e.to_string())?;
-    let st = q.query_status().map_err(|e| e.to_string())?;
+/// Why a source QEMU cannot be migrated (or not read).
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    #[error("the VM is {0:?}, not running: only a running VM is migrated")]
+    NotRunning(String),
+    /// Its command line could not be read from /proc.
+    #[error("{} (the QEMU on its QMP socket): {}", .0.path().display(), .0.msg())]
+    Cmdline(colosched_sys::Error),
+    #[error(transparent)]
+    Proc(colosched_sys::Error),
+}
+
+fn inspect(path: &Path) -> Result<(Qmp, Source), SourceError> {
+    let mut q = Qmp::connect(path, QMP_TIMEOUT)?;
+    let st = q.query_status()?;
     if st.status != "running" {
-        return Err(format!(
-            "the VM is {:?}, not running: only a running VM is migrated",
-            st.status
-        ));
+        return Err(SourceError::NotRunning(st.status));
     }
-    let pid = q.peer_pid().map_err(|e| e.to_string())?;
+    let pid = q.peer_pid()?;
     let procfs = Procfs::new("/proc");
-    let cmdline = procfs.cmdline(pid).map_err(|e| {
-        format!(
-            "{} (the QEMU on its QMP socket): {}",
-            e.path().display(),
-            e.msg()
-        )
-    })?;
+    let cmdline = procfs.cmdline(pid).map_err(SourceError::Cmdline)?;
     let argv: Vec<String> = cmdline
         .split(|&b| b == 0)
         .map(|a| String::from_utf8_lossy(a).into_owned())
         .collect();
     let argv = argv[..argv.len().saturating_sub(1)].to_vec(); // the last NUL ends the last one
-    let exe = procfs.exe(pid).map_err(|e| e.to_string())?;
+    let exe = procfs.exe(pid).map_err(SourceError::Proc)?;
     // A binary replaced on disk (an upgrade) reads "PATH (deleted)": the new one is started.
     let exe = PathBuf::from(
         exe.to_string_lossy()
@@ -186,7 +187,7 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftov
     if c.libvirt() {
         return libvirt::check(c, waves).map(|r| (r, Vec::new()));
     }
-    check_plan(c, waves).map_err(Bad::Plan)?;
+    check_plan(c, waves)?;
     let mut out = Vec::new();
     let mut left: Vec<Leftover> = Vec::new();
     let mut seen: Vec<&str> = Vec::new();
@@ -196,13 +197,16 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftov
             let hi = c.hosts.iter().position(|h| h.id == m.to).expect("checked");
             let host = &c.hosts[hi];
             if !is_local(host.address) {
-                return Err(Bad::Config(format!(
-                    "host[{hi}].address: {} is not an address of this machine: this executor \
-                     starts destination QEMUs here (on a cluster, use libvirt: docs/vm-placement.md)",
-                    host.address
-                )));
+                return Err(bad(
+                    format!("host[{hi}].address"),
+                    format!(
+                        "{} is not an address of this machine: this executor starts destination \
+                         QEMUs here (on a cluster, use libvirt: docs/vm-placement.md)",
+                        host.address
+                    ),
+                ));
             }
-            if let Some(l) = find_leftover(c, m).map_err(Bad::Config)? {
+            if let Some(l) = find_leftover(c, m)? {
                 if !left.iter().any(|o: &Leftover| o.files == l.files) {
                     left.push(l);
                 }
@@ -210,17 +214,19 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftov
             if !seen.contains(&vm.id.as_str()) {
                 seen.push(&vm.id);
                 let at = format!("vm[{i}] ({})", vm.id);
-                let (_q, src) =
-                    inspect(&vm.qmp).map_err(|e| Bad::Config(format!("{at}.qmp: {e}")))?;
+                let (_q, src) = inspect(&vm.qmp).map_err(|e| bad(format!("{at}.qmp"), e))?;
                 destination(&src.argv, &src.cwd, &vm.qmp, &c.run_dir, &vm.id, &m.to)
-                    .map_err(|e| Bad::Config(format!("{at}: {e}")))?;
+                    .map_err(|e| bad(at, e))?;
             }
             let port = free_port(host.address, host.port_base).ok_or_else(|| {
-                Bad::Config(format!(
-                    "host[{hi}].port_base: no free port in {}-{}",
-                    host.port_base,
-                    host.port_base.saturating_add(PORT_TRIES - 1)
-                ))
+                bad(
+                    format!("host[{hi}].port_base"),
+                    format!(
+                        "no free port in {}-{}",
+                        host.port_base,
+                        host.port_base.saturating_add(PORT_TRIES - 1)
+                    ),
+                )
             })?;
             let mut r = Report::new(w + 1, m, c);
             r.status = "planned".into();
@@ -231,6 +237,12 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<(Vec<Report>, Vec<Leftov
     Ok((out, left))
 }
 
+/// A config key the system cannot honour (a VM's socket that does not answer, an address that
+/// is not this machine's).
+fn bad(key: impl Into<String>, problem: impl ToString) -> Bad {
+    Bad::Config(ConfigError::key(key, problem.to_string()))
+}
+
 /// Why a migration stopped short.
 enum Stop {
     Failed(String),
@@ -238,14 +250,27 @@ enum Stop {
     Signal(i32),
 }
 
-impl From<String> for Stop {
-    fn from(s: String) -> Stop {
-        Stop::Failed(s)
+/// Whatever error a migration met fails it, in its words.
+impl<E: std::error::Error> From<E> for Stop {
+    fn from(e: E) -> Stop {
+        Stop::Failed(e.to_string())
     }
 }
 
-fn qmp_err(e: QmpError) -> Stop {
-    Stop::Failed(e.to_string())
+/// A file or program the executor could not make, start or remove.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {what} {}: {source}", path.display())]
+pub struct FileError {
+    what: &'static str,
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+impl FileError {
+    fn new(what: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> FileError {
+        let path = path.to_path_buf();
+        move |source| FileError { what, path, source }
+    }
 }
 
 /// A destination QEMU this executor started, and what it makes.
@@ -255,10 +280,9 @@ struct Dest {
 }
 
 impl Dest {
-    fn spawn(src: &Source, d: Destination) -> Result<Dest, String> {
-        let log = std::fs::File::create(&d.log)
-            .map_err(|e| format!("cannot create {}: {e}", d.log.display()))?;
-        let err = log.try_clone().map_err(|e| e.to_string())?;
+    fn spawn(src: &Source, d: Destination) -> Result<Dest, FileError> {
+        let log = std::fs::File::create(&d.log).map_err(FileError::new("create", &d.log))?;
+        let err = log.try_clone().map_err(FileError::new("create", &d.log))?;
         let mut cmd = Command::new(&src.exe);
         cmd.args(&d.args)
             .current_dir(&src.cwd)
@@ -274,7 +298,7 @@ impl Dest {
             Ok(child) => Ok(Dest { child, d }),
             Err(e) => {
                 let _ = std::fs::remove_file(&d.log);
-                Err(format!("cannot start {}: {e}", src.exe.display()))
+                Err(FileError::new("start", &src.exe)(e))
             }
         }
     }
@@ -436,7 +460,7 @@ fn probe(qmp: &Path) -> Found {
 
 /// Looks for what an earlier run's destination of move `m` left; `Err` (naming the VM, the pid
 /// and run_dir) when it must be left alone.
-fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, String> {
+fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, ConfigError> {
     let stem = format!("{}.{}.", m.vm, m.to);
     let (qmp, pidfile) = (
         c.run_dir.join(format!("{stem}qmp")),
@@ -476,25 +500,42 @@ fn find_leftover(c: &Config, m: &Move) -> Result<Option<Leftover>, String> {
         Action::Nothing => Ok(None),
         Action::Remove => Ok(Some(l(None))),
         Action::Kill => Ok(Some(l(pid))),
-        Action::Refuse(why) => Err(format!(
-            "migrate.run_dir: {}: QEMU pid {} is a destination of {} on {} left by an earlier run, \
-             and {why}. If the VM runs there, make {} its [[vm]] qmp (host = {:?}) and plan again; \
-             if not, stop pid {} and remove {stem}* from run_dir",
-            c.run_dir.display(),
-            pid.expect("alive"),
-            m.vm,
-            m.to,
-            qmp.display(),
-            m.to,
-            pid.expect("alive"),
+        Action::Refuse(why) => Err(ConfigError::key(
+            "migrate.run_dir",
+            format!(
+                "{}: QEMU pid {} is a destination of {} on {} left by an earlier run, and {why}. \
+                 If the VM runs there, make {} its [[vm]] qmp (host = {:?}) and plan again; if \
+                 not, stop pid {} and remove {stem}* from run_dir",
+                c.run_dir.display(),
+                pid.expect("alive"),
+                m.vm,
+                m.to,
+                qmp.display(),
+                m.to,
+                pid.expect("alive"),
+            ),
         )),
     }
+}
+
+/// Why a leftover could not be removed.
+#[derive(Debug, thiserror::Error)]
+pub enum CleanError {
+    /// Asked again, it holds the VM now (the source completed the migration since the check).
+    #[error("pid {pid} ({}): {why} since the check: left alone", qmp.display())]
+    Changed { pid: i32, qmp: PathBuf, why: String },
+    #[error("kill pid {pid}: {e}")]
+    Kill { pid: i32, e: rustix::io::Errno },
+    #[error("pid {pid} did not end within {SETTLE_TIMEOUT:?} of SIGKILL")]
+    Lingers { pid: i32 },
+    #[error(transparent)]
+    File(#[from] FileError),
 }
 
 /// Removes a leftover: kills its QEMU (through a pidfd, checked again to be ours) and waits for
 /// it to end, removes its files, and waits for the VM's source (the config's QMP socket) to see
 /// its migration end. Says what it did.
-pub fn clean(c: &Config, l: &Leftover) -> Result<String, String> {
+pub fn clean(c: &Config, l: &Leftover) -> Result<String, CleanError> {
     use rustix::process::{pidfd_open, pidfd_send_signal, Pid, PidfdFlags, Signal};
     let pidfile = c.run_dir.join(format!("{}.{}.pid", l.vm, l.host));
     let mut said = String::new();
@@ -505,18 +546,13 @@ pub fn clean(c: &Config, l: &Leftover) -> Result<String, String> {
             // Asked again: the source may have completed the migration since the check.
             let qmp = c.run_dir.join(format!("{}.{}.qmp", l.vm, l.host));
             if let Action::Refuse(why) = leftover(&probe(&qmp)) {
-                return Err(format!(
-                    "pid {pid} ({}): {why} since the check: left alone",
-                    qmp.display()
-                ));
+                return Err(CleanError::Changed { pid, qmp, why });
             }
-            pidfd_send_signal(&fd, Signal::KILL).map_err(|e| format!("kill pid {pid}: {e}"))?;
+            pidfd_send_signal(&fd, Signal::KILL).map_err(|e| CleanError::Kill { pid, e })?;
             let deadline = Instant::now() + SETTLE_TIMEOUT;
             while alive(pid) {
                 if Instant::now() > deadline {
-                    return Err(format!(
-                        "pid {pid} did not end within {SETTLE_TIMEOUT:?} of SIGKILL"
-                    ));
+                    return Err(CleanError::Lingers { pid });
                 }
                 std::thread::sleep(POLL);
             }
@@ -527,7 +563,7 @@ pub fn clean(c: &Config, l: &Leftover) -> Result<String, String> {
         match std::fs::remove_file(f) {
             Ok(()) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(format!("cannot remove {}: {e}", f.display())),
+            Err(e) => return Err(FileError::new("remove", f)(e).into()),
         }
     }
     // The source's migration fails once its destination is gone; a new `migrate` waits for that.
@@ -590,16 +626,14 @@ fn migrate_one(
         }
     }
     let old_bw = src
-        .execute("query-migrate-parameters", None)
-        .map_err(qmp_err)?
+        .execute("query-migrate-parameters", None)?
         .get("max-bandwidth")
         .and_then(Value::as_u64);
     // Made last, after every check, and only the directory itself (not its parents), so that
     // every failure below can remove what was made.
     let made_run_dir = !c.run_dir.exists();
     if made_run_dir {
-        std::fs::create_dir(&c.run_dir)
-            .map_err(|e| format!("cannot create {}: {e}", c.run_dir.display()))?;
+        std::fs::create_dir(&c.run_dir).map_err(FileError::new("create", &c.run_dir))?;
     }
     let mut dest = Dest::spawn(&source, d).inspect_err(|_| {
         if made_run_dir {
@@ -665,17 +699,15 @@ fn run(
         )));
     };
     let bw = json!({ "max-bandwidth": c.max_bandwidth() });
-    src.execute("migrate-set-parameters", Some(bw))
-        .map_err(qmp_err)?;
-    src.execute("migrate", Some(json!({ "uri": u })))
-        .map_err(qmp_err)?;
+    src.execute("migrate-set-parameters", Some(bw))?;
+    src.execute("migrate", Some(json!({ "uri": u })))?;
     let deadline = Instant::now() + c.timeout;
     let tty = std::io::stderr().is_terminal();
     let q = loop {
         if let Some(sig) = signals.wait(POLL) {
             return Err(Stop::Signal(sig));
         }
-        let q = src.execute("query-migrate", None).map_err(qmp_err)?;
+        let q = src.execute("query-migrate", None)?;
         let status = q.get("status").and_then(Value::as_str).unwrap_or("");
         match status {
             "completed" => break q,
@@ -721,7 +753,7 @@ fn run(
     // The destination runs the VM once it has it all.
     let deadline = Instant::now() + SETTLE_TIMEOUT;
     loop {
-        let st = dq.query_status().map_err(qmp_err)?;
+        let st = dq.query_status()?;
         if st.running {
             break;
         }

@@ -70,6 +70,21 @@ const NO_ARG: &[&str] = &[
     "sdl",
 ];
 
+/// Why the source's command line cannot be run a second time on this machine.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ArgvError {
+    /// An argument (option and value) naming something only one QEMU can hold.
+    #[error("argument `{argument}` cannot be duplicated on one machine: {why}")]
+    Refused { argument: String, why: &'static str },
+    /// The config's QMP socket is not one QEMU serves: nothing to talk to.
+    #[error(
+        "its QMP socket {} is not a server socket on QEMU's command line (-qmp unix:… or \
+         -chardev socket,path=…): the destination's cannot be set",
+        qmp.display()
+    )]
+    NoQmp { qmp: PathBuf },
+}
+
 /// The destination's command line and the files it will make (removed if it fails).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Destination {
@@ -123,12 +138,11 @@ struct Rewriter<'a> {
 }
 
 impl Rewriter<'_> {
-    fn refuse(option: &str, arg: &str, why: &str) -> String {
-        let what = format!("{option} {arg}");
-        format!(
-            "argument `{}` cannot be duplicated on one machine: {why}",
-            what.trim()
-        )
+    fn refuse(option: &str, arg: &str, why: &'static str) -> ArgvError {
+        ArgvError::Refused {
+            argument: format!("{option} {arg}").trim().to_string(),
+            why,
+        }
     }
 
     /// The destination's path for a server socket of the source at `path`.
@@ -171,7 +185,7 @@ impl Rewriter<'_> {
     }
 
     /// A chardev given as `backend:spec` (`-qmp unix:/p,server=on,wait=off`, `-serial file:/f`).
-    fn short_chardev(&mut self, option: &str, arg: &str) -> Result<String, String> {
+    fn short_chardev(&mut self, option: &str, arg: &str) -> Result<String, ArgvError> {
         if let Some(rest) = arg.strip_prefix("unix:") {
             let mut parts = split_opts(rest);
             if is_on(opt(&parts, "server")) {
@@ -191,7 +205,7 @@ impl Rewriter<'_> {
     }
 
     /// `-chardev backend,id=…,key=value…`.
-    fn chardev(&mut self, arg: &str) -> Result<String, String> {
+    fn chardev(&mut self, arg: &str) -> Result<String, ArgvError> {
         let mut parts = split_opts(arg);
         let backend = parts[0].clone();
         for p in parts.iter_mut().skip(1) {
@@ -272,7 +286,7 @@ pub fn destination(
     run_dir: &Path,
     vm: &str,
     host: &str,
-) -> Result<Destination, String> {
+) -> Result<Destination, ArgvError> {
     let stem = format!("{vm}.{host}");
     let mut rw = Rewriter {
         run_dir,
@@ -349,12 +363,8 @@ pub fn destination(
         out.push(tok.clone());
         out.push(new);
     }
-    let qmp = rw.qmp.clone().ok_or_else(|| {
-        format!(
-            "its QMP socket {} is not a server socket on QEMU's command line (-qmp unix:… or \
-             -chardev socket,path=…): the destination's cannot be set",
-            src_qmp.display()
-        )
+    let qmp = rw.qmp.clone().ok_or_else(|| ArgvError::NoQmp {
+        qmp: src_qmp.to_path_buf(),
     })?;
     let pidfile = run_dir.join(format!("{stem}.pid"));
     out.extend([
@@ -381,14 +391,15 @@ mod tests {
     }
 
     fn dest(s: &str) -> Result<Destination, String> {
-        destination(
+        let d = destination(
             &argv(s),
             Path::new("/home/u"),
             Path::new("/tmp/t/zk1.qmp"),
             Path::new("/run/cv"),
             "zk1",
             "h1",
-        )
+        );
+        d.map_err(|e| e.to_string())
     }
 
     #[test]

@@ -1,14 +1,20 @@
-//! The executor's inputs, checked before anything starts: the config (TOML) and the plan
+//! The executor's inputs, checked before anything starts: the config (TOML, read with serde:
+//! an unknown key or a value of the wrong type is refused with its line and column) and the plan
 //! (`colosched plan vms --json`). Every error names the key or field (`host[1].port_base`,
-//! `moves[0][2].to`); the caller puts the file in front.
+//! `moves[0][2].to`), a config value's with its line; the caller puts the file in front.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use colosched_sys::config::line::refused;
+use colosched_sys::config::{from_toml, ConfigError};
+use serde::de::IgnoredAny;
+use serde::Deserialize;
 use serde_json::Value as Json;
-use toml::{Table, Value};
+use toml::Spanned;
 
 /// The share of the link a migration may use: spec 003 §4.4 measured 40 % on average.
 pub const DEFAULT_BW_CAP: f64 = 0.4;
@@ -81,216 +87,247 @@ pub struct Move {
     pub to: String,
 }
 
-fn unknown_keys(t: &Table, allowed: &[&str], at: &str) -> Result<(), String> {
-    match t.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!(
-            "{at}{k}: unknown key (known: {})",
-            allowed.join(", ")
-        )),
-        None => Ok(()),
-    }
+/// The config file as written: serde refuses an unknown key or a value of the wrong type, with
+/// its line; `parse_config` checks the values, naming the key and the line.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    migrate: MigrateKeys,
+    host: Vec<HostKeys>,
+    vm: Vec<VmKeys>,
 }
 
-/// A TOML value as the user wrote it (near enough for an error message).
-fn shown(v: &Value) -> String {
-    match v {
-        Value::String(s) => format!("{s:?}"),
-        Value::Integer(i) => i.to_string(),
-        Value::Float(f) => f.to_string(),
-        Value::Boolean(b) => b.to_string(),
-        other => format!("a {}", other.type_str()),
-    }
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MigrateKeys {
+    link_mbps: Spanned<f64>,
+    bw_cap: Option<Spanned<f64>>,
+    timeout_s: Option<Spanned<f64>>,
+    run_dir: Option<Spanned<String>>,
+    /// The planner's keys: read only to be refused with a word on where they belong.
+    per_cluster: Option<Spanned<IgnoredAny>>,
+    per_host: Option<Spanned<IgnoredAny>>,
 }
 
-fn number(t: &Table, key: &str, at: &str) -> Result<Option<f64>, String> {
-    match t.get(key) {
-        None => Ok(None),
-        Some(Value::Integer(i)) => Ok(Some(*i as f64)),
-        Some(Value::Float(f)) if f.is_finite() => Ok(Some(*f)),
-        Some(v) => Err(format!("{at}{key}: expected a number, got {}", shown(v))),
-    }
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostKeys {
+    id: Spanned<String>,
+    address: Spanned<String>,
+    port_base: Option<Spanned<i64>>,
+    libvirt: Option<Spanned<String>>,
 }
 
-fn string(t: &Table, key: &str, at: &str) -> Result<Option<String>, String> {
-    match t.get(key) {
-        None => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(v) => Err(format!("{at}{key}: expected a string, got {}", shown(v))),
-    }
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VmKeys {
+    id: Spanned<String>,
+    host: Spanned<String>,
+    qmp: Option<Spanned<String>>,
+    domain: Option<Spanned<String>>,
 }
 
-fn required<T>(v: Option<T>, key: &str, at: &str) -> Result<T, String> {
-    v.ok_or_else(|| format!("{at}{key}: missing"))
-}
-
-/// An id goes into file names (`<vm>.<host>.qmp`) and QEMU options.
-fn id(t: &Table, at: &str) -> Result<String, String> {
-    let id = required(string(t, "id", at)?, "id", at)?;
-    let ok = !id.is_empty()
-        && !id.starts_with('.')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
-    if !ok {
-        return Err(format!(
-            "{at}id: {id:?}: use letters, digits, '-' and '_' only (it names files)"
-        ));
-    }
-    Ok(id)
-}
-
-fn tables<'a>(top: &'a Table, key: &str) -> Result<Vec<&'a Table>, String> {
-    match top.get(key) {
-        None => Err(format!("{key}: missing (at least one [[{key}]])")),
-        Some(Value::Array(a)) if !a.is_empty() => a
-            .iter()
-            .enumerate()
-            .map(|(i, v)| {
-                v.as_table()
-                    .ok_or_else(|| format!("{key}[{i}]: expected a table ([[{key}]])"))
-            })
-            .collect(),
-        Some(_) => Err(format!("{key}: expected [[{key}]] tables, at least one")),
-    }
-}
-
-/// A config file's text; relative paths are taken from `base` (the file's directory).
-pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
-    let top: Table = toml::from_str(text).map_err(|e| e.to_string().trim_end().to_string())?;
-    unknown_keys(&top, &["migrate", "host", "vm"], "")?;
-    let m = match top.get("migrate") {
-        Some(Value::Table(t)) => t,
-        Some(_) => return Err("migrate: expected a table ([migrate])".into()),
-        None => return Err("migrate: missing ([migrate] with link_mbps)".into()),
-    };
-    let at = "migrate.";
-    if let Some(k) = ["per_cluster", "per_host"]
+/// A config file's text; relative paths are taken from `base` (the file's directory). An error
+/// names the key (`host[1].port_base`) and its line.
+pub fn parse_config(text: &str, base: &Path) -> Result<Config, ConfigError> {
+    let f: File = from_toml(text)?;
+    // A value's problem, named with its key and line (`span`: the value's place in the text).
+    let bad = |span: Range<usize>, key: &str, problem: String| refused(text, span, key, problem);
+    let m = &f.migrate;
+    if let Some((k, v)) = [("per_cluster", &m.per_cluster), ("per_host", &m.per_host)]
         .into_iter()
-        .find(|k| m.contains_key(*k))
+        .find_map(|(k, v)| Some((k, v.as_ref()?)))
     {
-        return Err(format!(
-            "{at}{k}: not an executor key: the executor runs one migration at a time (spec 003: \
-             \"run one migration at a time\"), wave after wave; {k} is the planner's \
-             (`colosched plan vms --{}`), which groups the moves into waves",
-            k.replace('_', "-")
+        return Err(bad(
+            v.span(),
+            &format!("migrate.{k}"),
+            format!(
+                "not an executor key: the executor runs one migration at a time (spec 003: \
+                 \"run one migration at a time\"), wave after wave; {k} is the planner's \
+                 (`colosched plan vms --{}`), which groups the moves into waves",
+                k.replace('_', "-")
+            ),
         ));
     }
-    unknown_keys(m, &["link_mbps", "bw_cap", "timeout_s", "run_dir"], at)?;
-    let link_mbps = required(number(m, "link_mbps", at)?, "link_mbps", at)?;
-    if link_mbps <= 0.0 {
-        return Err(format!("{at}link_mbps: must be positive, got {link_mbps}"));
+    let link_mbps = *m.link_mbps.get_ref();
+    if !(link_mbps.is_finite() && link_mbps > 0.0) {
+        return Err(bad(
+            m.link_mbps.span(),
+            "migrate.link_mbps",
+            format!("must be positive, got {link_mbps}"),
+        ));
     }
-    let bw_cap = number(m, "bw_cap", at)?.unwrap_or(DEFAULT_BW_CAP);
+    let bw_cap = m.bw_cap.as_ref().map_or(DEFAULT_BW_CAP, |v| *v.get_ref());
     if !(bw_cap > 0.0 && bw_cap <= 1.0) {
-        return Err(format!("{at}bw_cap: must be in (0, 1], got {bw_cap}"));
-    }
-    let timeout_s = number(m, "timeout_s", at)?.unwrap_or(DEFAULT_TIMEOUT_S);
-    if timeout_s <= 0.0 || timeout_s > 1e6 {
-        return Err(format!(
-            "{at}timeout_s: must be positive (and sane), got {timeout_s}"
+        let v = m.bw_cap.as_ref().expect("the default is in range");
+        return Err(bad(
+            v.span(),
+            "migrate.bw_cap",
+            format!("must be in (0, 1], got {bw_cap}"),
         ));
     }
-    let run_dir = string(m, "run_dir", at)?.unwrap_or(DEFAULT_RUN_DIR.into());
-    if run_dir.is_empty() || run_dir.contains(',') {
-        return Err(format!(
-            "{at}run_dir: {run_dir:?}: must be a path without commas (QEMU options split on them)"
+    let timeout_s = m
+        .timeout_s
+        .as_ref()
+        .map_or(DEFAULT_TIMEOUT_S, |v| *v.get_ref());
+    if !(timeout_s > 0.0 && timeout_s <= 1e6) {
+        let v = m.timeout_s.as_ref().expect("the default is in range");
+        return Err(bad(
+            v.span(),
+            "migrate.timeout_s",
+            format!("must be positive (and sane), got {timeout_s}"),
+        ));
+    }
+    let run_dir = m.run_dir.as_ref().map_or(DEFAULT_RUN_DIR, |v| v.get_ref());
+    if let Some(v) = &m.run_dir {
+        if run_dir.is_empty() || run_dir.contains(',') {
+            return Err(bad(
+                v.span(),
+                "migrate.run_dir",
+                format!("{run_dir:?}: must be a path without commas (QEMU options split on them)"),
+            ));
+        }
+    }
+    if f.host.is_empty() {
+        return Err(ConfigError::key(
+            "host",
+            "expected [[host]] tables, at least one",
         ));
     }
     let mut hosts: Vec<Host> = Vec::new();
-    for (i, t) in tables(&top, "host")?.into_iter().enumerate() {
-        let at = format!("host[{i}].");
-        unknown_keys(t, &["id", "address", "port_base", "libvirt"], &at)?;
-        let id = id(t, &at)?;
+    for (i, t) in f.host.iter().enumerate() {
+        let at = |k: &str| format!("host[{i}].{k}");
+        let id = id(text, &t.id, &at("id"))?;
         if hosts.iter().any(|h| h.id == id) {
-            return Err(format!("{at}id: {id:?} is already a host"));
+            return Err(bad(
+                t.id.span(),
+                &at("id"),
+                format!("{id:?} is already a host"),
+            ));
         }
-        let address = required(string(t, "address", &at)?, "address", &at)?;
-        let address: IpAddr = address
-            .parse()
-            .map_err(|_| format!("{at}address: {address:?} is not an IP address"))?;
-        let port_base = match t.get("port_base") {
+        let address = t.address.get_ref();
+        let address: IpAddr = address.parse().map_err(|_| {
+            bad(
+                t.address.span(),
+                &at("address"),
+                format!("{address:?} is not an IP address"),
+            )
+        })?;
+        let port_base = match &t.port_base {
             None => DEFAULT_PORT_BASE,
-            Some(Value::Integer(p)) if (1..=65535).contains(p) => *p as u16,
-            Some(v) => {
-                return Err(format!(
-                    "{at}port_base: expected a port 1-65535, got {}",
-                    shown(v)
-                ))
-            }
+            Some(p) => u16::try_from(*p.get_ref())
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| {
+                    bad(
+                        p.span(),
+                        &at("port_base"),
+                        format!("expected a port 1-65535, got {}", p.get_ref()),
+                    )
+                })?,
         };
-        let libvirt = string(t, "libvirt", &at)?;
-        if libvirt.as_deref().is_some_and(|u| u.trim().is_empty()) {
-            return Err(format!("{at}libvirt: an empty URI"));
+        if let Some(u) = t.libvirt.as_ref().filter(|u| u.get_ref().trim().is_empty()) {
+            return Err(bad(u.span(), &at("libvirt"), "an empty URI".into()));
         }
         hosts.push(Host {
             id,
             address,
             port_base,
-            libvirt,
+            libvirt: t.libvirt.as_ref().map(|u| u.get_ref().clone()),
         });
     }
+    if f.vm.is_empty() {
+        return Err(ConfigError::key(
+            "vm",
+            "expected [[vm]] tables, at least one",
+        ));
+    }
     let mut vms: Vec<Vm> = Vec::new();
-    for (i, t) in tables(&top, "vm")?.into_iter().enumerate() {
-        let at = format!("vm[{i}].");
-        unknown_keys(t, &["id", "host", "qmp", "domain"], &at)?;
-        let id = id(t, &at)?;
+    for (i, t) in f.vm.iter().enumerate() {
+        let at = |k: &str| format!("vm[{i}].{k}");
+        let id = id(text, &t.id, &at("id"))?;
         if vms.iter().any(|v| v.id == id) {
-            return Err(format!("{at}id: {id:?} is already a VM"));
+            return Err(bad(
+                t.id.span(),
+                &at("id"),
+                format!("{id:?} is already a VM"),
+            ));
         }
-        let host = required(string(t, "host", &at)?, "host", &at)?;
-        if !hosts.iter().any(|h| h.id == host) {
-            return Err(format!("{at}host: {host:?} is not a [[host]] id"));
-        }
-        let (qmp, domain) = match (string(t, "qmp", &at)?, string(t, "domain", &at)?) {
-            (Some(_), Some(_)) => {
-                return Err(format!(
-                    "{at}domain: a VM is reached through its QMP socket or its libvirt domain, \
-                     not both"
+        let host = t.host.get_ref().clone();
+        let Some(hi) = hosts.iter().position(|h| h.id == host) else {
+            return Err(bad(
+                t.host.span(),
+                &at("host"),
+                format!("{host:?} is not a [[host]] id"),
+            ));
+        };
+        let (qmp, domain) = match (&t.qmp, &t.domain) {
+            (Some(_), Some(d)) => {
+                return Err(bad(
+                    d.span(),
+                    &at("domain"),
+                    "a VM is reached through its QMP socket or its libvirt domain, not both".into(),
                 ))
             }
-            (None, None) => return Err(format!("{at}qmp: missing (or domain, under libvirt)")),
-            (_, Some(d)) if d.trim().is_empty() => return Err(format!("{at}domain: empty")),
-            (Some(q), _) if q.is_empty() => return Err(format!("{at}qmp: empty")),
-            (Some(q), None) => (base.join(q), None),
-            (None, Some(d)) => (PathBuf::new(), Some(d)),
+            (None, None) => {
+                return Err(bad(
+                    t.id.span(),
+                    &at("qmp"),
+                    "missing (or domain, under libvirt)".into(),
+                ))
+            }
+            (_, Some(d)) if d.get_ref().trim().is_empty() => {
+                return Err(bad(d.span(), &at("domain"), "empty".into()))
+            }
+            (Some(q), _) if q.get_ref().is_empty() => {
+                return Err(bad(q.span(), &at("qmp"), "empty".into()))
+            }
+            (Some(q), None) => (base.join(q.get_ref()), None),
+            (None, Some(d)) => (PathBuf::new(), Some(d.get_ref().clone())),
+        };
+        // The value the errors below are about: the qmp or domain key.
+        let (key, value) = match (&t.qmp, &t.domain) {
+            (Some(q), _) => ("qmp", q.span()),
+            (_, Some(d)) => ("domain", d.span()),
+            (None, None) => unreachable!("refused above"),
         };
         if let Some(other) = vms.iter().find(|v| domain.is_none() && v.qmp == qmp) {
-            return Err(format!(
-                "{at}qmp: {} is {}'s socket too",
-                qmp.display(),
-                other.id
+            return Err(bad(
+                value.clone(),
+                &at(key),
+                format!("{} is {}'s socket too", qmp.display(), other.id),
             ));
         }
         if let Some(other) = vms.iter().find(|v| domain.is_some() && v.domain == domain) {
             let d = other.domain.as_deref().unwrap_or_default();
-            return Err(format!("{at}domain: {d:?} is {}'s too", other.id));
+            return Err(bad(
+                value.clone(),
+                &at(key),
+                format!("{d:?} is {}'s too", other.id),
+            ));
         }
         // One way for the whole run: libvirt's migration, or ours over QMP.
         if let Some(first) = vms.first() {
             if first.domain.is_some() != domain.is_some() {
-                let (k, o) = if domain.is_some() {
-                    ("domain", "qmp")
-                } else {
-                    ("qmp", "domain")
-                };
-                return Err(format!(
-                    "{at}{k}: vm[0] gives {o}: every VM of a config is a libvirt domain, or \
-                     none is"
+                let o = if domain.is_some() { "qmp" } else { "domain" };
+                return Err(bad(
+                    value.clone(),
+                    &at(key),
+                    format!(
+                        "vm[0] gives {o}: every VM of a config is a libvirt domain, or none is"
+                    ),
                 ));
             }
         }
-        if domain.is_some() {
-            let (hi, h) = hosts
-                .iter()
-                .enumerate()
-                .find(|(_, h)| h.id == host)
-                .expect("checked");
-            if h.libvirt.is_none() {
-                return Err(format!(
-                    "host[{hi}].libvirt: missing: {} is a libvirt domain ({at}domain) on this host",
-                    id
-                ));
-            }
+        if domain.is_some() && hosts[hi].libvirt.is_none() {
+            return Err(bad(
+                f.host[hi].id.span(),
+                &format!("host[{hi}].libvirt"),
+                format!(
+                    "missing: {id} is a libvirt domain ({}) on this host",
+                    at("domain")
+                ),
+            ));
         }
         vms.push(Vm {
             id,
@@ -299,11 +336,12 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
             domain,
         });
     }
-    if !vms.is_empty() && vms[0].domain.is_some() {
-        if let Some((hi, _)) = hosts.iter().enumerate().find(|(_, h)| h.libvirt.is_none()) {
-            return Err(format!(
-                "host[{hi}].libvirt: missing: the VMs are libvirt domains, so every host needs \
-                 its libvirt URI"
+    if vms[0].domain.is_some() {
+        if let Some(hi) = hosts.iter().position(|h| h.libvirt.is_none()) {
+            return Err(bad(
+                f.host[hi].id.span(),
+                &format!("host[{hi}].libvirt"),
+                "missing: the VMs are libvirt domains, so every host needs its libvirt URI".into(),
             ));
         }
     }
@@ -317,18 +355,68 @@ pub fn parse_config(text: &str, base: &Path) -> Result<Config, String> {
     })
 }
 
+/// An id goes into file names (`<vm>.<host>.qmp`) and QEMU options.
+fn id(text: &str, v: &Spanned<String>, key: &str) -> Result<String, ConfigError> {
+    let id = v.get_ref();
+    let ok = !id.is_empty()
+        && !id.starts_with('.')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_".contains(c));
+    if !ok {
+        return Err(refused(
+            text,
+            v.span(),
+            key,
+            format!("{id:?}: use letters, digits, '-' and '_' only (it names files)"),
+        ));
+    }
+    Ok(id.clone())
+}
+
+/// Bad input found before anything started (exit 2): in the config, or in the plan. The
+/// command line puts the file in front.
+#[derive(Debug, thiserror::Error)]
+pub enum Bad {
+    /// The config: toml's refusal (with its line and column), or a key's value (with its line),
+    /// or a key the system cannot honour (a VM's QMP socket that does not answer).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The plan is not JSON (serde's message has the line and column).
+    #[error("not JSON: {0}")]
+    PlanJson(#[from] serde_json::Error),
+    /// A field of the plan (`moves[0][2].to`), or the plan at odds with the config.
+    #[error(transparent)]
+    Plan(ConfigError),
+}
+
+impl Bad {
+    /// The line of the config value a check refused (toml's own errors say theirs).
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            Bad::Config(ConfigError::Key { line, .. }) => *line,
+            _ => None,
+        }
+    }
+}
+
+/// A plan field's problem.
+fn field(key: impl Into<String>, problem: impl Into<String>) -> Bad {
+    Bad::Plan(ConfigError::key(key, problem))
+}
+
 /// A plan's text (`colosched plan vms --json`: only `moves` is read), by wave.
 /// The plan's `transient_violations` (waves during which a cache holds more slices than its
 /// room, because no order of the moves avoids it), in words: a plan that has some is run only
 /// when the operator allows it (`--allow-transient`).
-pub fn plan_transient(text: &str) -> Result<Vec<String>, String> {
-    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+pub fn plan_transient(text: &str) -> Result<Vec<String>, Bad> {
+    let v: Json = serde_json::from_str(text)?;
     let Some(list) = v.get("transient_violations") else {
         return Ok(Vec::new());
     };
     let list = list
         .as_array()
-        .ok_or("transient_violations: expected a list")?;
+        .ok_or_else(|| field("transient_violations", "expected a list"))?;
     (list.iter().enumerate())
         .map(|(i, t)| {
             let (w, h) = (
@@ -344,49 +432,59 @@ pub fn plan_transient(text: &str) -> Result<Vec<String>, String> {
                     "wave {}: {h} holds {mb:.0} MB of cache slices on {cap:.0} MB",
                     w + 1
                 )),
-                _ => Err(format!(
-                    "transient_violations[{i}]: expected wave, host, mb and capacity"
+                _ => Err(field(
+                    format!("transient_violations[{i}]"),
+                    "expected wave, host, mb and capacity",
                 )),
             }
         })
         .collect()
 }
 
-pub fn parse_plan(text: &str) -> Result<Vec<Vec<Move>>, String> {
-    let v: Json = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+pub fn parse_plan(text: &str) -> Result<Vec<Vec<Move>>, Bad> {
+    let v: Json = serde_json::from_str(text)?;
     let waves = v
         .get("moves")
-        .ok_or("moves: missing (a plan of `colosched plan vms --json`)")?
+        .ok_or_else(|| field("moves", "missing (a plan of `colosched plan vms --json`)"))?
         .as_array()
-        .ok_or("moves: expected a list of waves")?;
+        .ok_or_else(|| field("moves", "expected a list of waves"))?;
     let mut out = Vec::new();
     for (w, wave) in waves.iter().enumerate() {
         let wave = wave
             .as_array()
-            .ok_or(format!("moves[{w}]: expected a list of migrations"))?;
+            .ok_or_else(|| field(format!("moves[{w}]"), "expected a list of migrations"))?;
         let mut moves: Vec<Move> = Vec::new();
         for (i, m) in wave.iter().enumerate() {
             let at = format!("moves[{w}][{i}]");
-            let field = |k: &str| -> Result<String, String> {
+            let name = |k: &str| -> Result<String, Bad> {
                 match m.get(k) {
                     Some(Json::String(s)) if !s.is_empty() => Ok(s.clone()),
-                    Some(other) => Err(format!("{at}.{k}: expected a name, got {other}")),
-                    None => Err(format!("{at}.{k}: missing")),
+                    Some(other) => Err(field(
+                        format!("{at}.{k}"),
+                        format!("expected a name, got {other}"),
+                    )),
+                    None => Err(field(format!("{at}.{k}"), "missing")),
                 }
             };
             let mv = Move {
-                vm: field("vm")?,
-                from: field("from")?,
-                to: field("to")?,
+                vm: name("vm")?,
+                from: name("from")?,
+                to: name("to")?,
             };
             if mv.from == mv.to {
-                return Err(format!("{at}.to: {:?} is where it is already", mv.to));
+                return Err(field(
+                    format!("{at}.to"),
+                    format!("{:?} is where it is already", mv.to),
+                ));
             }
             // One migration per host at a time: a wave runs its migrations without waiting.
             let busy = |h: &str| moves.iter().any(|o| o.from == h || o.to == h);
             if let Some(h) = [&mv.from, &mv.to].into_iter().find(|h| busy(h)) {
-                return Err(format!(
-                    "{at}: host {h:?} is in another migration of this wave (one per host at a time)"
+                return Err(field(
+                    at,
+                    format!(
+                        "host {h:?} is in another migration of this wave (one per host at a time)"
+                    ),
                 ));
             }
             moves.push(mv);
@@ -399,31 +497,37 @@ pub fn parse_plan(text: &str) -> Result<Vec<Vec<Move>>, String> {
 /// The plan against the config: every VM has a `[[vm]]`, every host a `[[host]]`, and each
 /// move starts where the VM is (the config's host, then where earlier waves put it). The
 /// error names the plan's field.
-pub fn check_plan(c: &Config, waves: &[Vec<Move>]) -> Result<(), String> {
+pub fn check_plan(c: &Config, waves: &[Vec<Move>]) -> Result<(), Bad> {
     let mut at_host: BTreeMap<&str, &str> = BTreeMap::new();
     let known: BTreeSet<&str> = c.hosts.iter().map(|h| h.id.as_str()).collect();
     for (w, wave) in waves.iter().enumerate() {
         for (i, m) in wave.iter().enumerate() {
-            let at = format!("moves[{w}][{i}]");
+            let at = |k: &str| format!("moves[{w}][{i}].{k}");
             let Some((_, vm)) = c.vm(&m.vm) else {
-                return Err(format!("{at}.vm: {:?} has no [[vm]] in the config", m.vm));
+                return Err(field(
+                    at("vm"),
+                    format!("{:?} has no [[vm]] in the config", m.vm),
+                ));
             };
             for (k, h) in [("from", &m.from), ("to", &m.to)] {
                 if !known.contains(h.as_str()) {
-                    return Err(format!("{at}.{k}: {h:?} has no [[host]] in the config"));
+                    return Err(field(at(k), format!("{h:?} has no [[host]] in the config")));
                 }
             }
             let now = *at_host.get(vm.id.as_str()).unwrap_or(&vm.host.as_str());
             if m.from != now {
-                return Err(format!(
-                    "{at}.from: {:?}, but {} is on {now:?} (config vm.host{})",
-                    m.from,
-                    m.vm,
-                    if now == vm.host {
-                        ""
-                    } else {
-                        " and earlier waves"
-                    }
+                return Err(field(
+                    at("from"),
+                    format!(
+                        "{:?}, but {} is on {now:?} (config vm.host{})",
+                        m.from,
+                        m.vm,
+                        if now == vm.host {
+                            ""
+                        } else {
+                            " and earlier waves"
+                        }
+                    ),
                 ));
             }
             at_host.insert(&vm.id, &m.to);
@@ -459,7 +563,15 @@ mod tests {
     "#;
 
     fn cfg(text: &str) -> Result<Config, String> {
-        parse_config(text, Path::new("/etc/cs"))
+        parse_config(text, Path::new("/etc/cs")).map_err(|e| e.to_string())
+    }
+
+    /// The line of the value a check of `text` refused.
+    fn refused_line(text: &str) -> Option<usize> {
+        match parse_config(text, Path::new("/etc/cs")) {
+            Err(ConfigError::Key { line, .. }) => line,
+            _ => None,
+        }
     }
 
     #[test]
@@ -512,11 +624,6 @@ mod tests {
         for (from, to, needle) in [
             (
                 "timeout_s = 30",
-                "timeout = 30",
-                "migrate.timeout: unknown key",
-            ),
-            (
-                "timeout_s = 30",
                 "timeout_s = 30\nper_cluster = 4",
                 "migrate.per_cluster: not an executor key: the executor runs one migration at a time",
             ),
@@ -524,12 +631,6 @@ mod tests {
                 "timeout_s = 30",
                 "per_host = 2",
                 "migrate.per_host: not an executor key",
-            ),
-            ("link_mbps = 1000", "", "migrate.link_mbps: missing"),
-            (
-                "link_mbps = 1000",
-                "link_mbps = \"fast\"",
-                "migrate.link_mbps: expected a number",
             ),
             (
                 "link_mbps = 1000",
@@ -555,11 +656,6 @@ mod tests {
                 "port_base = 50000",
                 "port_base = 70000",
                 "host[1].port_base: expected a port",
-            ),
-            (
-                "port_base = 50000",
-                "port = 50000",
-                "host[1].port: unknown key",
             ),
             (
                 "address = \"::1\"",
@@ -592,14 +688,78 @@ mod tests {
                 "id = \"zk1\"",
                 "vm[1].id: \"zk1\" is already a VM",
             ),
-            ("[migrate]", "[migrat]", "migrat: unknown key"),
+            (
+                "timeout_s = 30",
+                "timeout_s = nan",
+                "migrate.timeout_s: must be positive (and sane), got NaN",
+            ),
+            (
+                "link_mbps = 1000",
+                "link_mbps = inf",
+                "migrate.link_mbps: must be positive, got inf",
+            ),
+            (
+                "port_base = 50000",
+                "port_base = 0",
+                "host[1].port_base: expected a port 1-65535, got 0",
+            ),
         ] {
             assert!(GOOD.contains(from), "{from}");
             let e = cfg(&GOOD.replacen(from, to, 1)).unwrap_err();
             assert!(e.starts_with(needle), "{to}: {e}");
         }
+        // A value's check names the line it is on.
+        let text = GOOD.replacen("timeout_s = 30", "bw_cap = 1.5", 1);
+        assert!(cfg(&text).unwrap_err().ends_with("got 1.5"));
+        assert_eq!(refused_line(&text), Some(4));
+        assert_eq!(refused_line(&GOOD.replacen("id = \"zk2\"", "id = \"zk1\"", 1)), Some(18));
+        // Unknown keys, missing keys and values of the wrong type: serde's message, with the
+        // line and column and the key's name.
+        for (from, to, line, needle) in [
+            (
+                "timeout_s = 30",
+                "timeout = 30",
+                4,
+                "unknown field `timeout`",
+            ),
+            (
+                "port_base = 50000",
+                "port = 50000",
+                12,
+                "unknown field `port`",
+            ),
+            ("[migrate]", "[migrat]", 2, "unknown field `migrat`"),
+            ("link_mbps = 1000", "", 2, "missing field `link_mbps`"),
+            (
+                "link_mbps = 1000",
+                "link_mbps = \"fast\"",
+                3,
+                "invalid type: string \"fast\", expected f64",
+            ),
+            (
+                "qmp = \"zk2.qmp\"",
+                "qmp = 2",
+                20,
+                "invalid type: integer `2`",
+            ),
+        ] {
+            assert!(GOOD.contains(from), "{from}");
+            let e = parse_config(&GOOD.replacen(from, to, 1), Path::new("/")).unwrap_err();
+            let ConfigError::Toml(t) = &e else {
+                panic!("{to}: {e}")
+            };
+            assert_eq!(t.line, line, "{to}: {e}");
+            assert!(
+                e.to_string()
+                    .starts_with(&format!("TOML parse error at line {line}")),
+                "{e}"
+            );
+            assert!(e.to_string().contains(needle), "{to}: {e}");
+        }
         let e = cfg("[migrate]\nlink_mbps = 10\n").unwrap_err();
-        assert!(e.starts_with("host: missing"), "{e}");
+        assert!(e.contains("missing field `host`"), "{e}");
+        let e = cfg("host = []\nvm = []\n[migrate]\nlink_mbps = 10\n").unwrap_err();
+        assert!(e.starts_with("host: expected [[host]] tables"), "{e}");
         let e = cfg("[migrate\n").unwrap_err();
         assert!(e.contains("line 1"), "{e}");
     }
@@ -702,10 +862,14 @@ mod tests {
             ("\"moves\"", "\"waves\"", "moves: missing"),
             ("}]]", "}]", "not JSON"),
         ] {
-            let e = parse_plan(&PLAN.replacen(from, to, 1)).unwrap_err();
+            let e = parse_plan(&PLAN.replacen(from, to, 1))
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with(needle), "{to}: {e}");
         }
-        let e = parse_plan(r#"{"moves": [{"vm": "zk1"}]}"#).unwrap_err();
+        let e = parse_plan(r#"{"moves": [{"vm": "zk1"}]}"#)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("moves[0]: expected a list"), "{e}");
         assert_eq!(
             parse_plan(r#"{"moves": []}"#).unwrap(),
@@ -720,7 +884,7 @@ mod tests {
         let ok = plan(
             r#"{"moves": [[{"vm": "zk1", "from": "h0", "to": "h1"}], [{"vm": "zk1", "from": "h1", "to": "h0"}]]}"#,
         );
-        assert_eq!(check_plan(&c, &ok), Ok(()));
+        assert!(check_plan(&c, &ok).is_ok());
         for (text, needle) in [
             (
                 r#"{"moves": [[{"vm": "zk9", "from": "h0", "to": "h1"}]]}"#,
@@ -739,7 +903,7 @@ mod tests {
                 "moves[1][0].from: \"h0\", but zk1 is on \"h1\" (config vm.host and earlier waves)",
             ),
         ] {
-            let e = check_plan(&c, &plan(text)).unwrap_err();
+            let e = check_plan(&c, &plan(text)).unwrap_err().to_string();
             assert!(e.starts_with(needle), "{e}");
         }
     }

@@ -27,17 +27,28 @@ use std::time::{Duration, Instant};
 use colosched_qemu::libvirt::{find_program, Virsh, VirshError};
 use colosched_sys::signals::Signals;
 
-use super::{check_plan, Bad, Config, Move, Report, Stop, POLL, SETTLE_TIMEOUT};
+use super::{bad, check_plan, Bad, Config, Move, Report, Stop, POLL, SETTLE_TIMEOUT};
 
 /// One virsh command (libvirt answers in milliseconds).
 const VIRSH_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn virsh() -> Result<PathBuf, String> {
-    find_program("virsh").ok_or_else(|| "virsh not found (Debian: libvirt-clients)".to_string())
+/// Why libvirt could not be asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LibvirtError {
+    #[error("virsh not found (Debian: libvirt-clients)")]
+    NoVirsh,
+    #[error(transparent)]
+    Virsh(#[from] VirshError),
+    #[error("cannot run virsh migrate: {0}")]
+    Migrate(std::io::Error),
 }
 
-fn session(uri: &str) -> Result<Virsh, String> {
-    Virsh::start(&virsh()?, uri, VIRSH_TIMEOUT).map_err(|e| e.to_string())
+fn virsh() -> Result<PathBuf, LibvirtError> {
+    find_program("virsh").ok_or(LibvirtError::NoVirsh)
+}
+
+fn session(uri: &str) -> Result<Virsh, LibvirtError> {
+    Ok(Virsh::start(&virsh()?, uri, VIRSH_TIMEOUT)?)
 }
 
 /// virsh's `--bandwidth`: the cap in whole MiB/s, at least 1.
@@ -63,12 +74,6 @@ fn state(v: &mut Virsh, domain: &str) -> Result<Option<String>, VirshError> {
     }
 }
 
-impl From<VirshError> for Stop {
-    fn from(e: VirshError) -> Stop {
-        Stop::Failed(e.to_string())
-    }
-}
-
 fn uri_of<'a>(c: &'a Config, host: &str) -> &'a str {
     let h = c.host(host).expect("check_plan found it");
     h.libvirt.as_deref().expect("parse_config checked")
@@ -77,7 +82,7 @@ fn uri_of<'a>(c: &'a Config, host: &str) -> &'a str {
 /// The dry run: the plan fits the config; every host's libvirt answers; each VM's domain runs on
 /// the libvirt of the host the config puts it on, and no destination runs a domain of its name.
 pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
-    check_plan(c, waves).map_err(Bad::Plan)?;
+    check_plan(c, waves)?;
     let mut sessions: Vec<Option<Virsh>> = Vec::new();
     for (i, h) in c.hosts.iter().enumerate() {
         let used = waves
@@ -86,7 +91,7 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
             .any(|m| m.from == h.id || m.to == h.id);
         let s = match (used, h.libvirt.as_deref()) {
             (true, Some(uri)) => {
-                Some(session(uri).map_err(|e| Bad::Config(format!("host[{i}].libvirt: {e}")))?)
+                Some(session(uri).map_err(|e| bad(format!("host[{i}].libvirt"), e))?)
             }
             _ => None,
         };
@@ -104,34 +109,40 @@ pub fn check(c: &Config, waves: &[Vec<Move>]) -> Result<Vec<Report>, Bad> {
                 seen.push(&vm.id);
                 let hi = at_host(&m.from);
                 let s = sessions[hi].as_mut().expect("a used host");
-                match state(s, domain)
-                    .map_err(|e| Bad::Config(format!("host[{hi}].libvirt: {e}")))?
-                {
+                match state(s, domain).map_err(|e| bad(format!("host[{hi}].libvirt"), e))? {
                     Some(st) if st == "running" => {}
                     Some(st) => {
-                        return Err(Bad::Config(format!(
-                            "{at}: {domain:?} is {st:?} on {}, not running: only a running VM \
-                             is migrated",
-                            m.from
-                        )))
+                        return Err(bad(
+                            &at,
+                            format!(
+                                "{domain:?} is {st:?} on {}, not running: only a running VM is \
+                                 migrated",
+                                m.from
+                            ),
+                        ))
                     }
                     None => {
-                        return Err(Bad::Config(format!(
-                            "{at}: {} has no domain {domain:?} (moved by an earlier run?)",
-                            m.from
-                        )))
+                        return Err(bad(
+                            &at,
+                            format!(
+                                "{} has no domain {domain:?} (moved by an earlier run?)",
+                                m.from
+                            ),
+                        ))
                     }
                 }
             }
             let hi = at_host(&m.to);
             let s = sessions[hi].as_mut().expect("a used host");
-            let there =
-                state(s, domain).map_err(|e| Bad::Config(format!("host[{hi}].libvirt: {e}")))?;
+            let there = state(s, domain).map_err(|e| bad(format!("host[{hi}].libvirt"), e))?;
             if there.as_deref() == Some("running") {
-                return Err(Bad::Config(format!(
-                    "{at}: {domain:?} already runs on {} (moved by an earlier run?)",
-                    m.to
-                )));
+                return Err(bad(
+                    &at,
+                    format!(
+                        "{domain:?} already runs on {} (moved by an earlier run?)",
+                        m.to
+                    ),
+                ));
             }
             let mut r = Report::new(w + 1, m, c);
             r.status = "planned".into();
@@ -183,9 +194,7 @@ pub fn migrate_one(c: &Config, r: &mut Report, m: &Move, signals: &Signals) -> R
         });
     }
     let started = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot run virsh migrate: {e}"))?;
+    let mut child = cmd.spawn().map_err(LibvirtError::Migrate)?;
     let stopped = loop {
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
