@@ -1,5 +1,5 @@
 //! The reader of a procfs, rooted at a path: the node agent's and the host agent's look at
-//! processes and threads, and QEMU discovery's. Unit tests run it against a fake tree in a
+//! processes, threads and IRQ affinities, and QEMU discovery's. Unit tests run it against a fake tree in a
 //! tempdir (as below's `ProcReader::new_with_custom_procfs`). It opens and reads; what the text
 //! means is `colosched_core::proctext`'s (pure parsers). A file that cannot be read is an
 //! [`Error`] naming it, or `None` where a task that is gone is an everyday answer.
@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{numeric_entries, read, Error, Result};
+use crate::error::{numeric_entries, read, read_cpus, Error, Result};
 use crate::fs::{fs_type, PROC_SUPER_MAGIC};
 use crate::kept::KeptFile;
 use colosched_core::cpuset::CpuSet;
@@ -111,6 +111,33 @@ impl Procfs {
     /// filesystem (see `kept`).
     pub fn task_file(&self, pid: i32, tid: i32, file: &str) -> KeptFile {
         KeptFile::new(self.task_path(pid, tid, file), self.is_procfs())
+    }
+
+    /// <root>/stat is there: the root is a procfs (or a fake tree that has one). An error
+    /// naming the file if not.
+    pub fn check_root(&self) -> Result<()> {
+        let path = self.root.join("stat");
+        fs::metadata(&path).map_err(|e| Error::io(path, e))?;
+        Ok(())
+    }
+
+    /// `pid`'s root directory as it sees it (<root>/<pid>/root): its own mounts, its own
+    /// network namespace's sysfs at `sys` when it has one.
+    pub fn process_root(&self, pid: i32) -> PathBuf {
+        self.root.join(format!("{pid}/root"))
+    }
+
+    /// Every IRQ's `smp_affinity_list` (<root>/irq/<n>/) and the CPUs it allows now; an IRQ
+    /// whose file cannot be read, or holds no CPU list, is left out.
+    pub fn irq_affinities(&self) -> Vec<(PathBuf, CpuSet)> {
+        let Ok(entries) = fs::read_dir(self.root.join("irq")) else {
+            return Vec::new();
+        };
+        (entries.flatten())
+            .map(|e| e.path().join("smp_affinity_list"))
+            .filter_map(|p| Some((read_cpus(&p).ok()?, p)))
+            .map(|(cpus, p)| (p, cpus))
+            .collect()
     }
 
     /// The per-CPU lines of <root>/stat.
@@ -437,6 +464,35 @@ mod tests {
         assert_eq!(p.exe(7).unwrap_err().path(), dir.path().join("7/exe"));
         std::os::unix::fs::symlink("/usr/bin/qemu-kvm", dir.path().join("7/exe")).unwrap();
         assert_eq!(p.exe(7).unwrap(), Path::new("/usr/bin/qemu-kvm"));
+    }
+
+    #[test]
+    fn irq_affinities_and_the_roots_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        assert!(p.irq_affinities().is_empty(), "no irq directory");
+        let e = p.check_root().unwrap_err();
+        assert_eq!(e.path(), dir.path().join("stat"));
+        fs::write(dir.path().join("stat"), "cpu 0 0 0 0\n").unwrap();
+        p.check_root().unwrap();
+        for (irq, list) in [("1", "0-1\n"), ("2", "x\n")] {
+            fs::create_dir_all(dir.path().join("irq").join(irq)).unwrap();
+            let path = dir.path().join("irq").join(irq).join("smp_affinity_list");
+            fs::write(path, list).unwrap();
+        }
+        fs::create_dir_all(dir.path().join("irq/3")).unwrap();
+        fs::write(dir.path().join("irq/default_smp_affinity"), "3\n").unwrap();
+        let got = p.irq_affinities();
+        let one = dir.path().join("irq/1/smp_affinity_list");
+        assert_eq!(got, [(one, "0-1".parse().unwrap())]);
+        assert_eq!(p.process_root(7), dir.path().join("7/root"));
+        // The real /proc: every IRQ listed there allows some CPU.
+        let real = Procfs::new("/proc");
+        real.check_root().unwrap();
+        assert!(real
+            .irq_affinities()
+            .iter()
+            .all(|(_, cpus)| !cpus.is_empty()));
     }
 
     #[test]
