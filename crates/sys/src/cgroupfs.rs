@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{read, Error, Result};
+use crate::error::{read, read_cpus, Error, Result};
 use crate::fs::{fs_type, CGROUP2_SUPER_MAGIC, CGROUP_SUPER_MAGIC};
 use colosched_core::cpuset::CpuSet;
 
@@ -23,6 +23,22 @@ impl Cgroupfs {
         self.root.join(group.trim_start_matches('/'))
     }
 
+    /// The groups directly below the root, as (name, directory), sorted by name; none if the
+    /// root group is gone (groups come and go at any time: the kubelet's pods, say).
+    pub fn children(&self) -> Result<Vec<(String, PathBuf)>> {
+        let entries = match std::fs::read_dir(&self.root) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            r => r.map_err(|e| Error::io(&self.root, e))?,
+        };
+        let mut out: Vec<(String, PathBuf)> = entries
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     /// The text of the root's `file`.
     pub fn read(&self, file: &str) -> Result<String> {
         read(&self.root.join(file))
@@ -35,8 +51,7 @@ impl Cgroupfs {
 
     /// The CPU list in `file`: `cpuset.cpus`, `cpuset.cpus.effective` (the same in v1 and v2).
     pub fn cpus(&self, file: &str) -> Result<CpuSet> {
-        let path = self.root.join(file);
-        read(&path)?.parse().map_err(|e| Error::parse(&path, e))
+        read_cpus(&self.root.join(file))
     }
 
     /// The CPUs the group's threads may run on: its `cpuset.cpus`, or its parent's when those
@@ -144,6 +159,23 @@ mod tests {
         assert!(io
             .to_string()
             .starts_with(&format!("{}: ", dir.path().join("tasks").display())));
+    }
+
+    #[test]
+    fn a_groups_children_are_its_directories_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["b/nested", "a"] {
+            fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+        let got = Cgroupfs::new(dir.path()).children().unwrap();
+        let want = [("a", dir.path().join("a")), ("b", dir.path().join("b"))];
+        assert_eq!(got, want.map(|(n, p)| (n.to_string(), p)));
+        let gone = Cgroupfs::new(dir.path().join("gone"));
+        assert_eq!(gone.children().unwrap(), [], "a group gone has none");
+        let file = Cgroupfs::new(dir.path().join("cgroup.procs"));
+        let e = file.children().unwrap_err();
+        assert_eq!(e.path(), dir.path().join("cgroup.procs"));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use colosched_core::cpuset::CpuSet;
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The file could not be read (a task that is gone: `NotFound` or `ESRCH`).
@@ -61,6 +63,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// `path`'s text, or an error naming it.
 pub fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
+}
+
+/// The CPU list in the file at `path` (`0-3,8`: cpuset.cpus, a node's cpulist, an IRQ's
+/// smp_affinity_list).
+pub fn read_cpus(path: &Path) -> Result<CpuSet> {
+    read(path)?.parse().map_err(|e| Error::parse(path, e))
 }
 
 /// The entries of `dir` whose names are numbers (pids, tids, fds), sorted; none if `dir` cannot

@@ -1,7 +1,7 @@
-//! One small file read again and again (a counter, a schedstat line), kept open where that is
-//! safe: on the real /proc and /sys a file of something gone fails to read, so a kept file is
-//! read again with one `pread` at offset 0 (opening it by path each time costs about 13 times as
-//! much). On any other filesystem (a test's fake tree, whose files a test replaces) every read
+//! One small file read again and again (a counter, a schedstat line, a process's stat line: the
+//! host agent's sensors and `Procfs`'s kept files), kept open where that is safe: on the real
+//! /proc and /sys a file of something gone fails to read, so a kept file is read again with one
+//! `pread` at offset 0 (opening it by path each time costs about 13 times as much). On any other filesystem (a test's fake tree, whose files a test replaces) every read
 //! opens the file anew. A file whose read fails is closed and opened by path at the next read.
 
 use std::fs::File;

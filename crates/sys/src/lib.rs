@@ -2,10 +2,13 @@
 //! memory-threshold watcher, the migration executor), none of it about one agent's job:
 //!
 //! - `procfs`: the one reader of /proc (`Procfs`, rooted at a path), for both agents and QEMU
-//!   discovery; the text is parsed by `colosched_core::proctext`;
+//!   discovery (processes, threads, IRQ affinities); the text is parsed by
+//!   `colosched_core::proctext`;
 //! - `cgroupfs`: the one reader of cgroup files (`Cgroupfs`, rooted at a path): a group's
-//!   threads, CPUs and controllers, and where a controller's file is;
-//! - `sysfs`: a network device's counters under a sysfs root (`Sysfs`);
+//!   threads, CPUs, controllers and child groups, and where a controller's file is;
+//! - `sysfs`: the one reader of /sys (`Sysfs`, rooted at a path): the online CPUs, the NUMA
+//!   nodes' CPUs, a CPU's cpufreq and capacity files, a hybrid CPU's core lists, the unbound
+//!   workqueues, a network device's counters;
 //! - `kept`: one small /proc or /sys file read again and again with one `pread` (`KeptFile`);
 //! - `sched`: a thread's affinity, from `sched_getaffinity`;
 //! - `error`: the readers' error, naming the file;

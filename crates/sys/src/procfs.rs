@@ -1,5 +1,5 @@
 //! The reader of a procfs, rooted at a path: the node agent's and the host agent's look at
-//! processes and threads, and QEMU discovery's. Unit tests run it against a fake tree in a
+//! processes, threads and IRQ affinities, and QEMU discovery's. Unit tests run it against a fake tree in a
 //! tempdir (as below's `ProcReader::new_with_custom_procfs`). It opens and reads; what the text
 //! means is `colosched_core::proctext`'s (pure parsers). A file that cannot be read is an
 //! [`Error`] naming it, or `None` where a task that is gone is an everyday answer.
@@ -10,7 +10,7 @@ use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use crate::error::{numeric_entries, read, Error, Result};
+use crate::error::{numeric_entries, read, read_cpus, Error, Result};
 use crate::fs::{fs_type, PROC_SUPER_MAGIC};
 use crate::kept::KeptFile;
 use colosched_core::cpuset::CpuSet;
@@ -27,6 +27,10 @@ pub use colosched_core::proctext::{
 /// File descriptors left free for everything else when stat files are kept open.
 const FDS_SPARE: u64 = 256;
 
+/// Bytes read from a stat or schedstat file in one `pread`: a page, longer than any of them (a
+/// stat line is at most 52 numbers and a 64-byte comm).
+const STAT_MAX: usize = 4096;
+
 /// Paths under one procfs root. Two facts about the root are read once, the first time a read
 /// needs them (so a `Procfs` made for one file costs no system call more), and decide how it is
 /// read (not whether it is "the real one"):
@@ -35,18 +39,19 @@ const FDS_SPARE: u64 = 256;
 /// - `own_pids`: its `self` link names this process: its pids are ours, so system calls may
 ///   stand in for files (`sched_getaffinity`, `tgkill` with signal 0).
 ///
-/// On a proc filesystem, the /proc/<pid>/stat files read are kept open and read again from offset 0
-/// at the next look: a move reads every BE process's stat (1,000 of them), and opening each by
-/// path cost a third of the read. A kept file belongs to the process, not to the pid: once that
-/// process is gone the read fails, the file is closed and the pid opened anew. The kernel keeps a
+/// On a proc filesystem, the /proc/<pid>/stat files read are kept open ([`KeptFile`]s) and read
+/// again from offset 0 at the next look: a move reads every BE process's stat (1,000 of them),
+/// and opening each by path cost a third of the read. A kept file belongs to the process, not to
+/// the pid: once that process is gone the read fails, the file is closed and the pid opened
+/// anew. The kernel keeps a
 /// page of buffer per open stat file (about 4 KiB per BE process); at most the soft
 /// RLIMIT_NOFILE − 256 files are kept, the rest are opened at each read as before.
 #[derive(Debug)]
 pub struct Procfs {
     pub root: PathBuf,
-    kept: RefCell<HashMap<i32, fs::File>>,
+    kept: RefCell<HashMap<i32, KeptFile>>,
     /// Kept /proc/<pid>/task/<tid>/schedstat files of LC threads, by tid (the same budget).
-    kept_sched: RefCell<HashMap<i32, fs::File>>,
+    kept_sched: RefCell<HashMap<i32, KeptFile>>,
     /// What the root is, looked at once (`Root::of`).
     facts: OnceCell<Root>,
 }
@@ -113,6 +118,33 @@ impl Procfs {
         KeptFile::new(self.task_path(pid, tid, file), self.is_procfs())
     }
 
+    /// <root>/stat is there: the root is a procfs (or a fake tree that has one). An error
+    /// naming the file if not.
+    pub fn check_root(&self) -> Result<()> {
+        let path = self.root.join("stat");
+        fs::metadata(&path).map_err(|e| Error::io(path, e))?;
+        Ok(())
+    }
+
+    /// `pid`'s root directory as it sees it (<root>/<pid>/root): its own mounts, its own
+    /// network namespace's sysfs at `sys` when it has one.
+    pub fn process_root(&self, pid: i32) -> PathBuf {
+        self.root.join(format!("{pid}/root"))
+    }
+
+    /// Every IRQ's `smp_affinity_list` (<root>/irq/<n>/) and the CPUs it allows now; an IRQ
+    /// whose file cannot be read, or holds no CPU list, is left out.
+    pub fn irq_affinities(&self) -> Vec<(PathBuf, CpuSet)> {
+        let Ok(entries) = fs::read_dir(self.root.join("irq")) else {
+            return Vec::new();
+        };
+        (entries.flatten())
+            .map(|e| e.path().join("smp_affinity_list"))
+            .filter_map(|p| Some((read_cpus(&p).ok()?, p)))
+            .map(|(cpus, p)| (p, cpus))
+            .collect()
+    }
+
     /// The per-CPU lines of <root>/stat.
     pub fn stat(&self) -> Result<Vec<(usize, CpuTicks)>> {
         let path = self.root.join("stat");
@@ -155,34 +187,33 @@ impl Procfs {
     /// was half the cost of reading it), within the budget of kept stat files.
     pub fn task_schedstat(&self, pid: i32, tid: i32, buf: &mut String) -> Option<SchedStat> {
         let path = || self.root.join(format!("{pid}/task/{tid}/schedstat"));
-        self.read_kept(&self.kept_sched, tid, path, read_line, buf)?;
+        self.read_kept(&self.kept_sched, tid, path, buf)?;
         parse_schedstat(buf).ok()
     }
 
-    /// Reads the file kept open in `kept` under `key` into `buf`; if there is none, or it
-    /// fails (its task is gone, and the id may be another's by now), opens `path` afresh and
-    /// keeps it if both maps together stay within the budget.
+    /// Reads the file kept in `kept` under `key` into `buf` (a [`KeptFile`]: one `pread`, and
+    /// opened by `path` again when that fails: its task is gone, and the id may be another's by
+    /// now). A file not kept yet is kept if both maps together stay within the budget; one that
+    /// cannot be read is dropped.
     fn read_kept(
         &self,
-        kept: &RefCell<HashMap<i32, fs::File>>,
+        kept: &RefCell<HashMap<i32, KeptFile>>,
         key: i32,
         path: impl Fn() -> PathBuf,
-        read: fn(&fs::File, &mut String) -> std::io::Result<()>,
         buf: &mut String,
     ) -> Option<()> {
         let open = self.kept.borrow().len() + self.kept_sched.borrow().len();
         let mut kept = kept.borrow_mut();
-        if let Some(f) = kept.get(&key) {
-            if read(f, buf).is_ok() {
-                return Some(());
-            }
+        let file = kept
+            .entry(key)
+            .or_insert_with(|| KeptFile::new(path(), open < self.facts().max_kept));
+        let mut bytes = [0u8; STAT_MAX];
+        let text = file.read(&mut bytes);
+        if !file.is_open() {
             kept.remove(&key);
         }
-        let f = fs::File::open(path()).ok()?;
-        read(&f, buf).ok()?;
-        if open < self.facts().max_kept {
-            kept.insert(key, f);
-        }
+        buf.clear();
+        buf.push_str(text?);
         Some(())
     }
 
@@ -211,7 +242,7 @@ impl Procfs {
     /// kept open for `pid` if there is one.
     pub fn proc_stat(&self, pid: i32, buf: &mut String) -> Option<TaskStat> {
         let path = || self.root.join(format!("{pid}/stat"));
-        self.read_kept(&self.kept, pid, path, read_all, buf)?;
+        self.read_kept(&self.kept, pid, path, buf)?;
         parse_task_stat(buf).ok()
     }
 
@@ -343,8 +374,8 @@ fn read_into(path: &Path, buf: &mut String) -> std::io::Result<()> {
     read_all(&fs::File::open(path)?, buf)
 }
 
-/// The whole of `f` from offset 0 (pread, so a kept file is read again from its start), until
-/// a read returns nothing: a seq file of many records (maps) may stop short before its end.
+/// The whole of `f` from offset 0, until a read returns nothing: a seq file of many records
+/// (maps) may stop short before its end.
 fn read_all(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
     let mut bytes = std::mem::take(buf).into_bytes();
     bytes.clear();
@@ -360,27 +391,6 @@ fn read_all(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
     *buf = String::from_utf8(bytes)
         .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
     Ok(())
-}
-
-/// A one-line /proc file in one `pread`: a read shorter than asked for that ends the line is the
-/// whole file (read_all's last read, which returns nothing, makes the kernel format the line
-/// again: half the cost of reading a schedstat file). Anything else is read on to the end.
-fn read_line(f: &fs::File, buf: &mut String) -> std::io::Result<()> {
-    let mut chunk = [0u8; 256];
-    let n = loop {
-        match f.read_at(&mut chunk, 0) {
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            r => break r?,
-        }
-    };
-    if n < chunk.len() && chunk[..n].ends_with(b"\n") {
-        let text = std::str::from_utf8(&chunk[..n])
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
-        buf.clear();
-        buf.push_str(text);
-        return Ok(());
-    }
-    read_all(f, buf)
 }
 
 fn read_trimmed(path: &Path) -> Option<String> {
@@ -440,6 +450,35 @@ mod tests {
     }
 
     #[test]
+    fn irq_affinities_and_the_roots_stat() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = Procfs::new(dir.path());
+        assert!(p.irq_affinities().is_empty(), "no irq directory");
+        let e = p.check_root().unwrap_err();
+        assert_eq!(e.path(), dir.path().join("stat"));
+        fs::write(dir.path().join("stat"), "cpu 0 0 0 0\n").unwrap();
+        p.check_root().unwrap();
+        for (irq, list) in [("1", "0-1\n"), ("2", "x\n")] {
+            fs::create_dir_all(dir.path().join("irq").join(irq)).unwrap();
+            let path = dir.path().join("irq").join(irq).join("smp_affinity_list");
+            fs::write(path, list).unwrap();
+        }
+        fs::create_dir_all(dir.path().join("irq/3")).unwrap();
+        fs::write(dir.path().join("irq/default_smp_affinity"), "3\n").unwrap();
+        let got = p.irq_affinities();
+        let one = dir.path().join("irq/1/smp_affinity_list");
+        assert_eq!(got, [(one, "0-1".parse().unwrap())]);
+        assert_eq!(p.process_root(7), dir.path().join("7/root"));
+        // The real /proc: every IRQ listed there allows some CPU.
+        let real = Procfs::new("/proc");
+        real.check_root().unwrap();
+        assert!(real
+            .irq_affinities()
+            .iter()
+            .all(|(_, cpus)| !cpus.is_empty()));
+    }
+
+    #[test]
     fn a_thread_is_mapped_to_its_process() {
         // Our own threads, read for real: the main thread and a spawned one share our pid.
         let p = Procfs::new("/proc");
@@ -454,20 +493,18 @@ mod tests {
 
     #[test]
     fn a_line_is_read_to_its_end() {
-        // One read for a line; a file without a final newline, or longer than the chunk, is
-        // read to its end all the same.
-        let dir0 = tempfile::tempdir().unwrap();
-        let mut buf = String::from("old");
-        for text in ["1 2 3\n", "1 2 3", &format!("{} 2 3\n", "1".repeat(300))] {
-            fs::write(dir0.path().join("f"), text).unwrap();
-            read_line(&fs::File::open(dir0.path().join("f")).unwrap(), &mut buf).unwrap();
-            assert_eq!(buf, text);
-        }
+        // One read for a file: one without a final newline, or longer than a schedstat line,
+        // comes whole all the same, into a buffer that held another.
         let dir = tempfile::tempdir().unwrap();
         let p = Procfs::new(dir.path());
-        let d = dir.path().join("7/task/8");
-        fs::create_dir_all(&d).unwrap();
-        fs::write(d.join("schedstat"), "10 20 3\n").unwrap();
+        fs::create_dir_all(dir.path().join("7/task/8")).unwrap();
+        let mut buf = String::from("old");
+        for text in ["1 2 3\n", "1 2 3", &format!("{} 2 3\n", "1".repeat(300))] {
+            fs::write(dir.path().join("7/task/8/schedstat"), text).unwrap();
+            p.task_schedstat(7, 8, &mut buf);
+            assert_eq!(buf, text);
+        }
+        fs::write(dir.path().join("7/task/8/schedstat"), "10 20 3\n").unwrap();
         assert_eq!(
             p.task_schedstat(7, 8, &mut String::new()),
             Some(SchedStat {

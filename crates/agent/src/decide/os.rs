@@ -16,7 +16,7 @@ pub struct FileWrite {
 pub fn os_writes(files: &OsFiles, cpus: &CpuSet) -> Vec<FileWrite> {
     let list = cpus.to_string();
     let irqs = (files.irqs.iter())
-        .filter(|(_, now)| *now != list)
+        .filter(|(_, now)| now != cpus)
         .map(|(path, _)| FileWrite {
             path: path.clone(),
             content: list.clone(),

@@ -10,8 +10,9 @@
 //! the uid's dashes are underscores (a dash separates the slice's levels). The tree is the same
 //! in every v1 hierarchy the kubelet manages and in cgroup2.
 
-use std::io;
 use std::path::{Path, PathBuf};
+
+use colosched_sys::Cgroupfs;
 
 /// A pod's QoS class (Kubernetes' `status.qosClass`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,12 +81,12 @@ impl Kubepods {
 
     /// Every cgroup of every pod now, with its pod's uid and QoS class. A pod or container
     /// that goes while being read is left out (the kubelet removes them any time).
-    pub fn cgroups(&self) -> io::Result<Vec<PodCgroup>> {
+    pub fn cgroups(&self) -> colosched_sys::error::Result<Vec<PodCgroup>> {
         let mut out = Vec::new();
-        for (name, dir) in subdirs(&self.dir)? {
+        for (name, dir) in Cgroupfs::new(&self.dir).children()? {
             match (qos_dir(&name, self.driver), pod_uid(&name, self.driver)) {
                 (Some(qos), _) => {
-                    for (name, dir) in subdirs(&dir).unwrap_or_default() {
+                    for (name, dir) in Cgroupfs::new(&dir).children().unwrap_or_default() {
                         if let Some(uid) = pod_uid(&name, self.driver) {
                             pod(uid, qos, dir, &mut out);
                         }
@@ -104,7 +105,7 @@ impl Kubepods {
 fn pod(uid: String, qos: Qos, dir: PathBuf, out: &mut Vec<PodCgroup>) {
     let mut stack: Vec<(PathBuf, Option<String>)> = vec![(dir, None)];
     while let Some((dir, container)) = stack.pop() {
-        for (name, sub) in subdirs(&dir).unwrap_or_default() {
+        for (name, sub) in Cgroupfs::new(&dir).children().unwrap_or_default() {
             let c = container.clone().or_else(|| Some(container_id(&name)));
             stack.push((sub, c));
         }
@@ -115,21 +116,6 @@ fn pod(uid: String, qos: Qos, dir: PathBuf, out: &mut Vec<PodCgroup>) {
             dir,
         });
     }
-}
-
-/// The subdirectories of `dir` (name, path); a directory gone is empty.
-fn subdirs(dir: &Path) -> io::Result<Vec<(String, PathBuf)>> {
-    let entries = match std::fs::read_dir(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        r => r?,
-    };
-    let mut out: Vec<(String, PathBuf)> = entries
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter_map(|e| Some((e.file_name().into_string().ok()?, e.path())))
-        .collect();
-    out.sort();
-    Ok(out)
 }
 
 /// The QoS class a directory directly under the pods directory holds.

@@ -78,7 +78,7 @@ impl Selector {
             return found;
         };
         let cgroups = k.kubepods.cgroups().unwrap_or_else(|e| {
-            errors.push(format!("{}: {e}", k.kubepods.dir.display()));
+            errors.push(e.to_string());
             Vec::new()
         });
         let be = |q| q == Qos::BestEffort || (q == Qos::Burstable && k.burstable_be);

@@ -1,10 +1,10 @@
 //! Which CPUs belong to which node: NUMA nodes from sysfs, or pseudo-nodes from the config.
 
-use std::fs;
 use std::path::Path;
 
 use crate::cpuset::CpuSet;
 use crate::error::{Error, Result};
+use colosched_sys::Sysfs;
 
 /// One node of the cell: its sysfs id and its CPUs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,25 +25,12 @@ pub struct Topology {
 impl Topology {
     /// NUMA nodes from `<sysfs>/devices/system/node/node<N>/cpulist`; CPU-less nodes are skipped.
     pub fn from_sysfs(sysfs: &Path) -> Result<Topology> {
-        let dir = sysfs.join("devices/system/node");
-        let entries = fs::read_dir(&dir).map_err(|e| Error::read(&dir, e))?;
-        let mut nodes = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(id) = name
-                .to_str()
-                .and_then(|n| n.strip_prefix("node")?.parse().ok())
-            else {
-                continue;
-            };
-            let path = entry.path().join("cpulist");
-            let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-            let cpus: CpuSet = text.parse().map_err(|e| Error::read(&path, e))?;
-            if !cpus.is_empty() {
-                nodes.push(NodeCpus { id, cpus });
-            }
-        }
-        nodes.sort_by_key(|n| n.id);
+        let sysfs = Sysfs::new(sysfs);
+        let nodes: Vec<NodeCpus> = (sysfs.numa_nodes()?.into_iter())
+            .filter(|(_, cpus)| !cpus.is_empty())
+            .map(|(id, cpus)| NodeCpus { id, cpus })
+            .collect();
+        let dir = sysfs.node_dir();
         if nodes.is_empty() {
             return Err(Error::read(&dir, "no NUMA node with CPUs"));
         }
@@ -105,9 +92,7 @@ impl Topology {
 
 /// The CPUs of `<sysfs>/devices/system/cpu/<which>` (`online`, `possible`).
 pub fn cpus(sysfs: &Path, which: &str) -> Result<CpuSet> {
-    let path = sysfs.join("devices/system/cpu").join(which);
-    let text = fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-    text.parse().map_err(|e| Error::read(&path, e))
+    Ok(Sysfs::new(sysfs).cpus(which)?)
 }
 
 /// The CPUs that exist but are offline now (empty if sysfs does not say).
@@ -128,7 +113,7 @@ mod tests {
         for (n, list) in [(1, "2-3"), (0, "0-1"), (2, "")] {
             crate::fake::node(&f.sys, n, list);
         }
-        fs::create_dir_all(f.sys.join("devices/system/node/power")).unwrap();
+        std::fs::create_dir_all(f.sys.join("devices/system/node/power")).unwrap();
         let t = Topology::from_sysfs(&f.sys).unwrap();
         assert_eq!(t.nodes.iter().map(|n| n.id).collect::<Vec<_>>(), vec![0, 1]);
         assert_eq!(t.node_of_cpu(3), Some(1));

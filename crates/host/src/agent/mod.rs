@@ -32,6 +32,7 @@ use std::sync::{Arc, Mutex};
 
 use colosched_core::cpuset::CpuSet;
 use colosched_qemu::SharedVirsh;
+use colosched_sys::{Procfs, Sysfs};
 use serde_json::{json, Value};
 
 use crate::act::slice;
@@ -114,11 +115,10 @@ fn kind_name(k: VmKind) -> &'static str {
 impl HostAgent {
     /// The agent for a checked config: its CPUs, the VMs running now. Errors name the key.
     pub fn new(cfg: HostConfig) -> Result<HostAgent> {
-        let stat = cfg.proc_root.join("stat");
-        std::fs::metadata(&stat)
-            .map_err(|e| Error::config("paths.proc_root", format!("{}: {e}", stat.display())))?;
-        let online =
-            sense::online_cpus(&cfg.sys_root).map_err(|e| Error::config("paths.sys_root", e))?;
+        (Procfs::new(&cfg.proc_root).check_root())
+            .map_err(|e| Error::config("paths.proc_root", e))?;
+        let online = (Sysfs::new(&cfg.sys_root).cpus("online"))
+            .map_err(|e| Error::config("paths.sys_root", e))?;
         let cpus = match &cfg.cpus {
             Some(c) => {
                 if let Some(x) = c.difference(&online).first() {

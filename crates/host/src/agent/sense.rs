@@ -1,8 +1,8 @@
 //! What the host agent reads: the VMs it is given (QEMU processes found under /proc, or libvirt's
 //! domains), each made ready to watch (`track`: taps, vCPU threads, QMP, rings, sensor), their
-//! readings every interval and every window, and the host's own files it decides from (online
-//! CPUs, which cgroup hierarchy has cpuset, the CPUs the kernel gave a group). Nothing here
-//! writes to the system.
+//! readings every interval and every window, and the host's own files it decides from (which
+//! cgroup hierarchy has cpuset, the CPUs the kernel gave a group). The files are read through
+//! `colosched_sys`'s `Procfs`, `Sysfs` and `Cgroupfs`; nothing here writes to the system.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -14,7 +14,7 @@ use colosched_qemu::{
     discover, Accel, DomainMonitor, Monitor, Qmp, SharedVirsh, Vcpu, Virsh, Vm, VmFilter,
 };
 
-use colosched_sys::{Cgroupfs, Procfs};
+use colosched_sys::{Cgroupfs, Procfs, Sysfs};
 
 use super::config::{HostConfig, VmConfig};
 use super::error::{Error, Result};
@@ -106,8 +106,8 @@ fn filter(cfg: &HostConfig) -> VmFilter {
 /// The sysfs that shows all of `taps`: ours, or that of the VM's own mount namespace (a QEMU
 /// started by `ip netns exec` sees its namespace's devices there). `None`: neither shows them.
 pub fn sys_root_for(cfg: &HostConfig, pid: i32, taps: &[String]) -> Option<PathBuf> {
-    let shows = |root: &Path| taps.iter().all(|t| root.join("class/net").join(t).exists());
-    let own = cfg.proc_root.join(format!("{pid}/root/sys"));
+    let shows = |root: &Path| taps.iter().all(|t| Sysfs::new(root).has_net_device(t));
+    let own = Procfs::new(&cfg.proc_root).process_root(pid).join("sys");
     [cfg.sys_root.clone(), own].into_iter().find(|r| shows(r))
 }
 
@@ -281,13 +281,6 @@ pub fn hierarchy(cfg: &HostConfig) -> Result<Option<(Cgroup, PathBuf)>> {
             ),
         }),
     }
-}
-
-/// The CPUs online now (`<sys>/devices/system/cpu/online`).
-pub fn online_cpus(sys_root: &Path) -> Result<CpuSet> {
-    let path = sys_root.join("devices/system/cpu/online");
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::read(&path, e))?;
-    text.parse().map_err(|e| Error::read(&path, e))
 }
 
 /// The CPUs a group asked for and those the kernel gives it, when they differ (v2 takes CPUs

@@ -26,13 +26,13 @@
 //! SMT siblings are CPUs here like any other (Intel P-cores list both threads of a core in
 //! `cpu_core/cpus`); a caller that wants one vCPU per physical core passes one sibling only.
 
-use std::fs;
 use std::path::Path;
 
 use serde::Deserialize;
 
 use crate::decide::ia::{CoreClass, Platform};
 use colosched_core::cpuset::CpuSet;
+use colosched_sys::Sysfs;
 
 /// SF of a P-core over an E-core when sysfs gives neither frequencies nor capacities
 /// (assumed, not measured): Alder/Raptor Lake P-cores reach 1.25–1.3 times the E-cores' top
@@ -111,6 +111,7 @@ pub fn read_classes(
     if let Some(map) = map {
         return from_map(cpus, map);
     }
+    let sysfs = &Sysfs::new(sysfs);
     if let Some(found) = hybrid(sysfs, &cpus)? {
         return Ok(found);
     }
@@ -127,7 +128,7 @@ pub fn read_classes(
                 }
                 if kinds.len() > 2 {
                     return Err(error(
-                        format!("{}/cpuN/{file}", cpu_dir(sysfs)),
+                        format!("{}/cpuN/{file}", sysfs.cpu_dir().display()),
                         format!(
                             "{} different values ({}): IA knows two classes; give a class map",
                             kinds.len(),
@@ -200,19 +201,21 @@ fn from_map(cpus: Vec<usize>, map: &ClassMap) -> Result<HostClasses, ClassError>
 }
 
 /// Intel hybrid, when both PMU CPU lists exist.
-fn hybrid(sysfs: &Path, cpus: &[usize]) -> Result<Option<HostClasses>, ClassError> {
-    let (core_path, atom_path) = (
-        sysfs.join("devices/cpu_core/cpus"),
-        sysfs.join("devices/cpu_atom/cpus"),
-    );
-    if !core_path.exists() || !atom_path.exists() {
-        return Ok(None);
-    }
-    let (p_cores, e_cores) = (read_list(&core_path)?, read_list(&atom_path)?);
+fn hybrid(sysfs: &Sysfs, cpus: &[usize]) -> Result<Option<HostClasses>, ClassError> {
+    let (core, atom) = (sysfs.pmu_cpus("cpu_core"), sysfs.pmu_cpus("cpu_atom"));
+    let (p_cores, e_cores) = match (core, atom) {
+        (Ok(None), _) | (_, Ok(None)) => return Ok(None),
+        (Err(e), _) | (_, Err(e)) => return Err(read_error(e)),
+        (Ok(Some(p)), Ok(Some(e))) => (p, e),
+    };
     for &c in cpus {
-        let (p, e) = (p_cores.contains(&c), e_cores.contains(&c));
+        let (p, e) = (p_cores.contains(c), e_cores.contains(c));
         if p == e {
             let where_ = if p { "both lists" } else { "neither list" };
+            let (core_path, atom_path) = (
+                sysfs.pmu_cpus_file("cpu_core"),
+                sysfs.pmu_cpus_file("cpu_atom"),
+            );
             let place = format!("{} and {}", core_path.display(), atom_path.display());
             return Err(error(place, format!("usable CPU {c} is in {where_}")));
         }
@@ -220,12 +223,12 @@ fn hybrid(sysfs: &Path, cpus: &[usize]) -> Result<Option<HostClasses>, ClassErro
     let fast: Vec<usize> = cpus
         .iter()
         .copied()
-        .filter(|c| p_cores.contains(c))
+        .filter(|&c| p_cores.contains(c))
         .collect();
     let slow: Vec<usize> = cpus
         .iter()
         .copied()
-        .filter(|c| e_cores.contains(c))
+        .filter(|&c| e_cores.contains(c))
         .collect();
     let lists = "devices/cpu_core/cpus and devices/cpu_atom/cpus";
     if fast.is_empty() || slow.is_empty() {
@@ -253,7 +256,7 @@ fn hybrid(sysfs: &Path, cpus: &[usize]) -> Result<Option<HostClasses>, ClassErro
 }
 
 /// The P-cores' SF over the E-cores and where it came from.
-fn hybrid_sf(sysfs: &Path, fast: &[usize], slow: &[usize]) -> Result<(f64, String), ClassError> {
+fn hybrid_sf(sysfs: &Sysfs, fast: &[usize], slow: &[usize]) -> Result<(f64, String), ClassError> {
     let mut skipped = Vec::new();
     for file in ["cpufreq/cpuinfo_max_freq", "cpu_capacity"] {
         let (Some(f), Some(s)) = (per_cpu(sysfs, fast, file)?, per_cpu(sysfs, slow, file)?) else {
@@ -272,30 +275,26 @@ fn hybrid_sf(sysfs: &Path, fast: &[usize], slow: &[usize]) -> Result<(f64, Strin
     ))
 }
 
-fn cpu_dir(sysfs: &Path) -> String {
-    sysfs.join("devices/system/cpu").display().to_string()
-}
-
 /// `devices/system/cpu/cpuN/<file>` of each CPU as a number; `None` if it is missing for any.
-fn per_cpu(sysfs: &Path, cpus: &[usize], file: &str) -> Result<Option<Vec<u64>>, ClassError> {
+fn per_cpu(sysfs: &Sysfs, cpus: &[usize], file: &str) -> Result<Option<Vec<u64>>, ClassError> {
     let mut out = Vec::with_capacity(cpus.len());
-    for c in cpus {
-        let path = sysfs.join(format!("devices/system/cpu/cpu{c}/{file}"));
-        let Ok(text) = fs::read_to_string(&path) else {
-            return Ok(None);
+    for &c in cpus {
+        let value = match sysfs.cpu_number(c, file) {
+            Err(colosched_sys::Error::Io { .. }) => return Ok(None),
+            r => r.map_err(read_error)?,
         };
-        let value: u64 = text.trim().parse().map_err(|_| {
-            error(
-                path.display().to_string(),
-                format!("{:?} is not a whole number", text.trim()),
-            )
-        })?;
         if value == 0 {
-            return Err(error(path.display().to_string(), "0 is not a speed"));
+            let path = sysfs.cpu_file(c, file).display().to_string();
+            return Err(error(path, "0 is not a speed"));
         }
         out.push(value);
     }
     Ok(Some(out))
+}
+
+/// A sysfs file that does not read as it should: the error names it.
+fn read_error(e: colosched_sys::Error) -> ClassError {
+    error(e.path().display().to_string(), e.msg())
 }
 
 fn distinct(values: &[u64]) -> Vec<u64> {
@@ -314,16 +313,10 @@ fn join(values: &[u64]) -> String {
     words.join(", ")
 }
 
-fn read_list(path: &Path) -> Result<Vec<usize>, ClassError> {
-    let place = || path.display().to_string();
-    let text = fs::read_to_string(path).map_err(|e| error(place(), e.to_string()))?;
-    let set = text.parse::<CpuSet>().map_err(|why| error(place(), why))?;
-    Ok(set.iter().collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
     use std::path::PathBuf;
 
     /// A fake sysfs under a tempdir.
