@@ -712,7 +712,10 @@ mod tests {
         let text = GOOD.replacen("timeout_s = 30", "bw_cap = 1.5", 1);
         assert!(cfg(&text).unwrap_err().ends_with("got 1.5"));
         assert_eq!(refused_line(&text), Some(4));
-        assert_eq!(refused_line(&GOOD.replacen("id = \"zk2\"", "id = \"zk1\"", 1)), Some(18));
+        assert_eq!(
+            refused_line(&GOOD.replacen("id = \"zk2\"", "id = \"zk1\"", 1)),
+            Some(18)
+        );
         // Unknown keys, missing keys and values of the wrong type: serde's message, with the
         // line and column and the key's name.
         for (from, to, line, needle) in [
