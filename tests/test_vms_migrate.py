@@ -404,6 +404,7 @@ def test_per_cluster_in_the_executor_config_is_refused(cluster):
     cluster.write(extra="per_cluster = 2\n")
     r = cluster.run("--execute")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    assert f"{cluster.config}: migrate.per_cluster: not an executor key" in r.stderr, r.stderr
+    line = cluster.config.read_text().splitlines().index("per_cluster = 2") + 1
+    assert f"{cluster.config}:{line}: migrate.per_cluster: not an executor key" in r.stderr, r.stderr
     assert "plan vms --per-cluster" in r.stderr
     assert cluster.destinations() == [] and not cluster.run_dir.exists()

@@ -180,7 +180,7 @@ def test_colosched_host_is_the_agents_host_command(tmp_path, capfd):
     bad = tmp_path / "host.toml"
     bad.write_text('[[vm]]\nname = "web"\nweight = -1\n')
     assert cli.main(["host", "check-config", "--config", str(bad)]) == 2
-    assert f"{bad}: vm[0].weight: must be positive" in capfd.readouterr().err
+    assert f"{bad}:3: vm[0].weight: must be positive" in capfd.readouterr().err
 
 
 def test_comparisons_carry_the_spread_over_seeds_and_say_when_there_is_none(tmp_path):
