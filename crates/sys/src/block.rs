@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::error::{read, Error, Result};
+use crate::error::{if_exists, read, Result};
 use crate::Sysfs;
 
 impl Sysfs {
@@ -17,12 +17,7 @@ impl Sysfs {
 
     /// Attribute `rel`, or `None` when the root has no such file (one some kernels lack).
     pub fn attr_if_any(&self, rel: impl AsRef<Path>) -> Result<Option<String>> {
-        match self.attr(rel) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            other => other.map(Some),
-        }
+        if_exists(self.attr(rel))
     }
 
     /// Whether the root has `rel` (a file, a directory, or a link that leads somewhere).

@@ -65,6 +65,14 @@ pub fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| Error::io(path, e))
 }
 
+/// `r`, with a file that does not exist as `None` (an optional kernel file).
+pub fn if_exists<T>(r: Result<T>) -> Result<Option<T>> {
+    match r {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        r => r.map(Some),
+    }
+}
+
 /// The CPU list in the file at `path` (`0-3,8`: cpuset.cpus, a node's cpulist, an IRQ's
 /// smp_affinity_list).
 pub fn read_cpus(path: &Path) -> Result<CpuSet> {

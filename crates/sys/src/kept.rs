@@ -61,7 +61,7 @@ impl KeptFile {
 }
 
 /// One `pread` at offset 0, EINTR retried.
-fn pread(f: &File, buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn pread(f: &File, buf: &mut [u8]) -> std::io::Result<usize> {
     loop {
         match f.read_at(buf, 0) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -4,10 +4,10 @@
 
 use std::fs::File;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+use crate::kept::pread;
 
 #[derive(Debug)]
 pub struct PolledFile {
@@ -35,10 +35,7 @@ impl PolledFile {
     /// The file's text now (at most 4 KiB, more than such a file holds).
     pub fn read(&self) -> Result<String> {
         let mut buf = vec![0u8; 4096];
-        let n = self
-            .file
-            .read_at(&mut buf, 0)
-            .map_err(|e| Error::io(&self.path, e))?;
+        let n = pread(&self.file, &mut buf).map_err(|e| Error::io(&self.path, e))?;
         Ok(String::from_utf8_lossy(&buf[..n]).into_owned())
     }
 }

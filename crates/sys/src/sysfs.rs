@@ -6,7 +6,7 @@
 use std::cell::OnceCell;
 use std::path::PathBuf;
 
-use crate::error::{read, read_cpus, Error, Result};
+use crate::error::{if_exists, read, read_cpus, Error, Result};
 use crate::fs::{fs_type, SYSFS_MAGIC};
 use crate::kept::KeptFile;
 use colosched_core::cpuset::CpuSet;
@@ -64,12 +64,7 @@ impl Sysfs {
 
     /// The CPUs of `pmu` (see `pmu_cpus_file`); `None` if there is no such file.
     pub fn pmu_cpus(&self, pmu: &str) -> Result<Option<CpuSet>> {
-        match read_cpus(&self.pmu_cpus_file(pmu)) {
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Ok(None)
-            }
-            r => r.map(Some),
-        }
+        if_exists(read_cpus(&self.pmu_cpus_file(pmu)))
     }
 
     /// The directory of the NUMA nodes (`devices/system/node`).

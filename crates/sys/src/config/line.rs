@@ -29,7 +29,7 @@ pub fn line_of(text: &str, path: &str) -> Option<usize> {
         table = inner;
     }
     let at = at?.start;
-    Some(text[..at.min(text.len())].matches('\n').count() + 1)
+    Some(super::line_column(text, at).0)
 }
 
 /// A check's refusal of the value at `span` of `text` (a `toml::Spanned`'s span): `key` and
@@ -43,7 +43,7 @@ pub fn refused(
     super::ConfigError::Key {
         key: key.into(),
         problem: problem.into(),
-        line: Some(text[..span.start.min(text.len())].matches('\n').count() + 1),
+        line: Some(super::line_column(text, span.start).0),
     }
 }
 

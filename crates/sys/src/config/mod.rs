@@ -158,7 +158,7 @@ pub fn read(path: &Path) -> Result<String, ReadError> {
 }
 
 /// The 1-based line and column (in characters) of byte `at` of `text`.
-fn line_column(text: &str, at: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, at: usize) -> (usize, usize) {
     let before = &text[..at.min(text.len())];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     (
