@@ -106,23 +106,20 @@ pub struct PartEvents {
 /// be written (e.g. read-only cache directory) does not fail the load (`load_runs` counts these in
 /// `IngestStats::cache_write_failures`).
 pub fn load_events(root: &TraceRoot, opts: &IngestOptions) -> Result<Vec<PartEvents>> {
-    Ok(load_events_counting(root, opts)?.0)
+    let parts = root.select_parts(opts.parts.as_deref())?;
+    let cache_dir = cache_dir(opts);
+    parts
+        .par_iter()
+        .map(|part| Ok(load_part(part, cache_dir.as_deref())?.0))
+        .collect()
 }
 
-fn load_events_counting(root: &TraceRoot, opts: &IngestOptions) -> Result<(Vec<PartEvents>, u64)> {
-    let parts = root.select_parts(opts.parts.as_deref())?;
-    // Without a usable cache directory (no HOME, no XDG_CACHE_HOME) we just don't cache.
-    let cache_dir = if opts.use_cache {
-        cache::resolve_cache_dir(opts.cache_dir.as_deref())
-    } else {
-        None
-    };
-    let loaded: Vec<(PartEvents, bool)> = parts
-        .par_iter()
-        .map(|part| load_part(part, cache_dir.as_deref()))
-        .collect::<Result<_>>()?;
-    let write_failures = loaded.iter().filter(|(_, failed)| *failed).count() as u64;
-    Ok((loaded.into_iter().map(|(p, _)| p).collect(), write_failures))
+/// The cache directory to use, if any: without a usable one (no HOME, no XDG_CACHE_HOME) we
+/// just don't cache.
+fn cache_dir(opts: &IngestOptions) -> Option<PathBuf> {
+    opts.use_cache
+        .then(|| cache::resolve_cache_dir(opts.cache_dir.as_deref()))
+        .flatten()
 }
 
 /// One part: from the cache if there is a valid entry, else parsed (and then cached).
@@ -152,15 +149,42 @@ fn load_part(part: &Part, cache_dir: Option<&Path>) -> Result<(PartEvents, bool)
     Ok((loaded, write_failed))
 }
 
+/// Parts loaded at once by `load_runs`: enough to keep every core busy, few enough that the
+/// parsed rows of the whole trace are never held together (a full-scale trace's 500 parts would
+/// be 3 GB of columns; its runs are a third of that).
+const PARTS_IN_FLIGHT: usize = 8;
+
 /// Loads the selected parts and folds them into `Runs` (see the module doc for the semantics).
+/// Parts are loaded a few at a time in parallel, and each batch is folded (in part order) while
+/// the next one loads, so memory holds the runs plus two batches of parsed rows.
 /// `stats.parse_seconds` is the wall-clock time of the whole call (reading or parsing the parts,
 /// cache reads included, plus folding).
 pub fn load_runs(root: &TraceRoot, opts: &IngestOptions) -> Result<Runs> {
     let started = Instant::now();
-    let (parts, cache_write_failures) = load_events_counting(root, opts)?;
-    let mut runs = fold_runs(parts.iter().map(|p| &p.events));
-    runs.stats.parts_from_cache = parts.iter().filter(|p| p.from_cache).count();
-    runs.stats.cache_write_failures = cache_write_failures;
+    let parts = root.select_parts(opts.parts.as_deref())?;
+    let cache_dir = cache_dir(opts);
+    let load = |batch: &[&Part]| -> Result<Vec<(PartEvents, bool)>> {
+        batch
+            .par_iter()
+            .map(|part| load_part(part, cache_dir.as_deref()))
+            .collect()
+    };
+    let batches: Vec<&[&Part]> = parts.chunks(PARTS_IN_FLIGHT).collect();
+    let mut folder = Folder::default();
+    let (mut from_cache, mut write_failures) = (0, 0);
+    let mut next = batches.first().map(|batch| load(batch));
+    for following in batches.iter().skip(1).map(Some).chain([None]) {
+        let loaded = next
+            .take()
+            .expect("a batch is loaded before it is folded")?;
+        from_cache += loaded.iter().filter(|(p, _)| p.from_cache).count();
+        write_failures += loaded.iter().filter(|(_, failed)| *failed).count() as u64;
+        let fold = || loaded.iter().for_each(|(p, _)| folder.part(&p.events));
+        next = rayon::join(fold, || following.map(|batch| load(batch))).1;
+    }
+    let mut runs = folder.finish();
+    runs.stats.parts_from_cache = from_cache;
+    runs.stats.cache_write_failures = write_failures;
     runs.stats.parse_seconds = started.elapsed().as_secs_f64();
     Ok(runs)
 }
@@ -168,19 +192,8 @@ pub fn load_runs(root: &TraceRoot, opts: &IngestOptions) -> Result<Runs> {
 /// Folds parts, given in part order, into `Runs`. Fills every `IngestStats` field except
 /// `parts_from_cache`, `cache_write_failures` and `parse_seconds`.
 pub fn fold_runs<'a>(parts: impl IntoIterator<Item = &'a Events>) -> Runs {
-    let parts: Vec<&Events> = parts.into_iter().collect();
-    let rows: usize = parts.iter().map(|e| e.len()).sum();
     let mut folder = Folder::default();
-    // In the real trace about 37 % of rows are SUBMITs.
-    folder.runs.reserve(rows * 2 / 5);
-    folder.current.reserve(rows * 2 / 5);
-    for events in parts {
-        folder.stats.parts += 1;
-        folder.stats.rows += events.len() as u64;
-        for row in 0..events.len() {
-            folder.row(events, row);
-        }
-    }
+    parts.into_iter().for_each(|events| folder.part(events));
     folder.finish()
 }
 
@@ -208,6 +221,14 @@ struct Folder {
 }
 
 impl Folder {
+    fn part(&mut self, events: &Events) {
+        self.stats.parts += 1;
+        self.stats.rows += events.len() as u64;
+        for row in 0..events.len() {
+            self.row(events, row);
+        }
+    }
+
     fn row(&mut self, e: &Events, i: usize) {
         let Some(time) = to_seconds(e.time_us[i]) else {
             self.stats.after_window += 1;
@@ -346,16 +367,25 @@ impl Folder {
         }
         self.stats.runs = self.runs.len() as u64;
 
-        // Stable sort by submit time; `new_index[old]` renumbers the updates.
-        let mut order: Vec<u32> = (0..self.runs.len() as u32).collect();
-        order.sort_by_key(|&old| self.runs[old as usize].submit);
-        let mut new_index = vec![0u32; order.len()];
-        for (new, &old) in order.iter().enumerate() {
-            new_index[old as usize] = new as u32;
+        // Stable sort by submit time. Runs open in file order, which is time order, so this is
+        // nearly always nothing to do; otherwise the runs move in place (a full-scale trace's
+        // runs are a GB: no second copy) and `new_index[old]` renumbers the updates.
+        drop(std::mem::take(&mut self.current));
+        let mut runs = self.runs;
+        if !runs.is_sorted_by_key(|run| run.submit) {
+            let mut order: Vec<u32> = (0..runs.len() as u32).collect();
+            order.sort_by_key(|&old| runs[old as usize].submit);
+            permute(&mut runs, &order);
+            let mut new_index = vec![0u32; order.len()];
+            for (new, &old) in order.iter().enumerate() {
+                new_index[old as usize] = new as u32;
+            }
+            for update in &mut self.updates {
+                update.run = new_index[update.run as usize];
+            }
         }
-        let runs: Vec<Run> = order.iter().map(|&old| self.runs[old as usize]).collect();
+        runs.shrink_to_fit();
         for update in &mut self.updates {
-            update.run = new_index[update.run as usize];
             update.cpu_request = zero_if_nan(update.cpu_request);
             update.mem_request = zero_if_nan(update.mem_request);
         }
@@ -367,6 +397,22 @@ impl Folder {
             machine_ids: self.machine_ids,
             trace_end,
             stats: self.stats,
+        }
+    }
+}
+
+/// Puts `items[order[i]]` at `i` for every `i`, in place (`order` is a permutation), following
+/// each cycle once.
+fn permute<T: Copy>(items: &mut [T], order: &[u32]) {
+    let mut placed = vec![false; items.len()];
+    for start in 0..items.len() {
+        let first = items[start];
+        let mut at = start;
+        while !placed[at] {
+            placed[at] = true;
+            let from = order[at] as usize;
+            items[at] = if from == start { first } else { items[from] };
+            at = from;
         }
     }
 }
@@ -709,6 +755,69 @@ mod tests {
         assert_eq!(order, vec![2, 3, 1], "sorted by submit, ties in file order");
         let updates: Vec<(u32, u32)> = runs.updates.iter().map(|u| (u.time, u.run)).collect();
         assert_eq!(updates, vec![(110, 1), (120, 2)]);
+    }
+
+    #[test]
+    fn permute_moves_every_item_to_its_place() {
+        // A shuffled permutation (Fisher-Yates with a fixed LCG): cycles of many lengths.
+        let n = 1009u32;
+        let mut order: Vec<u32> = (0..n).collect();
+        let mut state = 12345u64;
+        for i in (1..n as usize).rev() {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            order.swap(i, (state >> 33) as usize % (i + 1));
+        }
+        let items: Vec<u64> = (0..n as u64).map(|i| i * i + 3).collect();
+        let mut moved = items.clone();
+        permute(&mut moved, &order);
+        let gathered: Vec<u64> = order.iter().map(|&i| items[i as usize]).collect();
+        assert_eq!(moved, gathered);
+    }
+
+    #[test]
+    fn batched_load_equals_one_fold_of_all_parts() {
+        // More parts than are loaded at once, and runs that span the batches.
+        let parts = PARTS_IN_FLIGHT + 3;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("task_events")).unwrap();
+        for part in 0..parts as u64 {
+            let t = part * 100;
+            let mut rows = vec![
+                ev(at(t), part, 0, "", SUBMIT, 0, "0.1", "0.1"),
+                ev(at(t + 1), part, 0, "7", SCHEDULE, 0, "0.1", "0.1"),
+            ];
+            if let Some(earlier) = part.checked_sub(PARTS_IN_FLIGHT as u64) {
+                rows.push(ev(at(t + 2), earlier, 0, "", FINISH, 0, "", ""));
+            }
+            if let Some(previous) = part.checked_sub(1) {
+                rows.push(ev(at(t + 3), previous, 0, "", UPDATE_RUNNING, 3, "0.2", ""));
+            }
+            let name = format!("part-{part:05}-of-{parts:05}.csv");
+            std::fs::write(dir.path().join("task_events").join(name), rows.concat()).unwrap();
+        }
+        let root = TraceRoot::open(dir.path()).unwrap();
+        let opts = IngestOptions {
+            use_cache: false,
+            ..IngestOptions::default()
+        };
+        let batched = load_runs(&root, &opts).unwrap();
+        let events = load_events(&root, &opts).unwrap();
+        let whole = fold_runs(events.iter().map(|p| &p.events));
+        assert_eq!(batched.stats.parts, parts);
+        assert_eq!(format!("{:?}", batched.runs), format!("{:?}", whole.runs));
+        assert_eq!(
+            format!("{:?}", batched.updates),
+            format!("{:?}", whole.updates)
+        );
+        // Job 0 opened in part 0 and finished in part PARTS_IN_FLIGHT, the next batch.
+        let first = batched.runs.iter().find(|r| r.job == 0).unwrap();
+        assert_eq!(
+            (first.end, first.end_kind),
+            ((PARTS_IN_FLIGHT * 100 + 2) as u32, FINISH)
+        );
+        assert_eq!(batched.updates.len(), parts - 1);
     }
 
     #[test]
