@@ -33,9 +33,9 @@ pub enum SimError {
     Interrupted,
 }
 
-/// A run that has been placed on a machine (pending or running). Tasks live inside their
-/// machine's vectors, so the per-step loop walks memory in order; each carries a copy of its
-/// `Run`, so the loop never reads the (possibly gigabyte-sized) runs table either.
+/// A run running on a machine. Tasks live inside their machine's vectors, so the per-step loop
+/// walks memory in order; each carries a copy of its `Run`, so the loop never reads the (possibly
+/// gigabyte-sized) runs table either.
 #[derive(Clone, Copy, Debug)]
 struct Live {
     /// Unique for the whole replay: the id planners see.
@@ -73,10 +73,20 @@ impl Live {
     }
 }
 
+/// A run placed on a machine and waiting to start there: 8 bytes, for a full-scale replay's
+/// queues hold millions (its `Live` is made when it starts, with the same usage at that time).
+#[derive(Clone, Copy, Debug)]
+struct Waiting {
+    /// The id its `Live` will have.
+    id: u32,
+    /// Its index in the replay's runs (`Selection::runs`).
+    run: u32,
+}
+
 #[derive(Default)]
 struct Machine {
     running: Vec<Live>,
-    pending: VecDeque<Live>,
+    pending: VecDeque<Waiting>,
     /// Sum of the admission loads of the running tasks.
     admitted: f64,
     /// Sum of the running tasks' current mean CPU usage.
@@ -122,7 +132,8 @@ impl Machine {
 /// `remaining` less `n` steps of `step` seconds, bit for bit what `n` subtractions give. Every
 /// value on the way is exact: a step and the times are whole seconds below 2^32, `remaining`
 /// (> 0 until its task's last step, see `steps_left`) is below 2^53 so its spacing divides 1, and
-/// a multiple of that spacing between 0 and `remaining` is a float.
+/// a multiple of that spacing between 0 and `remaining` is a float. Only the last subtraction
+/// may round (a result below 0), and it rounds the same real number either way.
 fn after_steps(remaining: f64, n: u32, step: f64) -> f64 {
     remaining - f64::from(n) * step
 }
@@ -142,9 +153,13 @@ struct Sim<'a> {
     /// Visit every machine every step (`simulate_eagerly`).
     eager: bool,
     usage: &'a UsageSource,
+    /// The selection's runs, which `Waiting::run` indexes.
+    runs: &'a [Run],
     machines: Vec<Machine>,
     /// Bandwidth mode: (task id, source machine) of copies under way.
     in_flight: Vec<(u32, u32)>,
+    /// Which nodes of the cell being planned hold their machine's view (`fill_cell`).
+    lent: Vec<bool>,
     next_id: u32,
     /// The cell the next run goes to (`Placement::Cells`).
     next_cell: usize,
@@ -172,11 +187,16 @@ fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
         };
         task.window = window;
     }
+    task.admission = admission_load(cfg, &task.run, task.usage);
+}
+
+/// A run's admission load (see `Admission`) while it uses `usage`.
+fn admission_load(cfg: &Config, run: &Run, usage: Usage) -> f64 {
     let base = match cfg.admission {
-        Admission::Request => task.run.cpu_request,
-        Admission::Usage => task.usage.cpu,
+        Admission::Request => run.cpu_request,
+        Admission::Usage => usage.cpu,
     };
-    task.admission = f64::from(base) * cfg.overcommit_ratio;
+    f64::from(base) * cfg.overcommit_ratio
 }
 
 /// Replays the selected runs under `planner`. `progress(done, total)` is called every few hundred
@@ -236,8 +256,10 @@ fn replay(
         cfg,
         eager,
         usage,
+        runs: &selection.runs,
         machines: (0..machines).map(|_| Machine::default()).collect(),
         in_flight: Vec::new(),
+        lent: Vec::new(),
         next_id: 0,
         next_cell: 0,
         sum: Summary {
@@ -257,15 +279,18 @@ fn replay(
     let step = cfg.step_s;
     let planned = selection.steps(cfg);
     let limit = planned + u64::from(DRAIN_LIMIT_S / step);
-    let mut runs = selection.replayed().peekable();
+    let keep = selection.keep;
+    let mut runs = (selection.runs.iter().enumerate())
+        .filter(|(_, r)| keep(r))
+        .peekable();
     let (mut cell, mut loads) = (Cell::default(), Loads::default());
     let mut k = 0u64;
     while k < planned || (cfg.until == Until::Drain && k < limit && sim.busy()) {
         let t = (k * u64::from(step)).min(u64::from(u32::MAX - step)) as u32;
         sim.land_migrations(t);
         let mut placed = false;
-        while let Some(r) = runs.next_if(|r| r.submit <= t) {
-            sim.place(r, t, &mut place_rng);
+        while let Some((i, r)) = runs.next_if(|(_, r)| r.submit <= t) {
+            sim.place(i as u32, r, t, &mut place_rng);
             placed = true;
         }
         let interval = if placed {
@@ -299,7 +324,8 @@ impl Sim<'_> {
                 .any(|m| m.running.iter().any(|t| t.remaining.is_finite()))
     }
 
-    fn place(&mut self, r: &Run, t: u32, rng: &mut Rng) {
+    /// Places run `i` (`r`) on a machine, where it starts or waits.
+    fn place(&mut self, i: u32, r: &Run, t: u32, rng: &mut Rng) {
         let n = self.machines.len();
         let machine = match self.cfg.placement {
             Placement::Trace if r.machine != NO_MACHINE => r.machine as usize,
@@ -312,9 +338,29 @@ impl Sim<'_> {
             }
             _ => rng.below(n),
         };
-        let mut task = Live {
+        let waiting = Waiting {
             id: self.next_id,
-            run: *r,
+            run: i,
+        };
+        self.next_id += 1;
+        match self.cfg.queue {
+            Queue::Fifo => {
+                let m = &mut self.machines[machine];
+                m.pending.push_back(waiting);
+                if m.pending.len() == 1 {
+                    self.admit(machine, t);
+                }
+            }
+            Queue::Backfill => self.start_or_wait(machine, waiting, t),
+        }
+    }
+
+    /// The task a waiting run becomes when it starts at `t`, its usage and admission load then.
+    fn live(&self, w: Waiting, t: u32) -> Live {
+        let run = self.runs[w.run as usize];
+        let mut task = Live {
+            id: w.id,
+            run,
             admission: 0.0,
             remaining: 0.0,
             penalty: 0.0,
@@ -325,23 +371,29 @@ impl Sim<'_> {
             arrives: None,
         };
         task.remaining = task.service();
-        self.next_id += 1;
-        let m = &mut self.machines[machine];
-        match self.cfg.queue {
-            Queue::Fifo => {
-                m.pending.push_back(task);
-                if m.pending.len() == 1 {
-                    self.admit(machine, t);
-                }
+        refresh(&mut task, self.usage, self.cfg, t);
+        task
+    }
+
+    /// A waiting run's admission load at `t` (by request, it needs no usage).
+    fn admission(&self, w: Waiting, t: u32) -> f64 {
+        match self.cfg.admission {
+            Admission::Request => {
+                admission_load(self.cfg, &self.runs[w.run as usize], Usage::default())
             }
-            Queue::Backfill => {
-                refresh(&mut task, self.usage, self.cfg, t);
-                if fits_strictly(m, &task, self.cfg.capacity) {
-                    self.start(machine, task, t);
-                } else {
-                    m.pending.push_back(task);
-                }
-            }
+            Admission::Usage => self.live(w, t).admission,
+        }
+    }
+
+    /// Backfill: starts `w` if its admission load fits strictly in what is left (the thesis's
+    /// `reserve > request`), else queues it.
+    fn start_or_wait(&mut self, machine: usize, w: Waiting, t: u32) {
+        let m = &self.machines[machine];
+        if self.cfg.capacity - m.admitted > self.admission(w, t) {
+            let task = self.live(w, t);
+            self.start(machine, task, t);
+        } else {
+            self.machines[machine].pending.push_back(w);
         }
     }
 
@@ -358,29 +410,24 @@ impl Sim<'_> {
     /// Starts waiting runs on `machine` that now fit: FIFO while the head fits; backfill every
     /// one that fits, in order.
     fn admit(&mut self, machine: usize, t: u32) {
-        let cap = self.cfg.capacity;
         match self.cfg.queue {
             Queue::Fifo => loop {
-                let m = &mut self.machines[machine];
-                let Some(task) = m.pending.front_mut() else {
+                let m = &self.machines[machine];
+                let Some(&w) = m.pending.front() else {
                     return;
                 };
-                refresh(task, self.usage, self.cfg, t);
-                if m.admitted + task.admission > cap + 1e-12 && !m.running.is_empty() {
+                let over = m.admitted + self.admission(w, t) > self.cfg.capacity + 1e-12;
+                if over && !m.running.is_empty() {
                     return;
                 }
-                let task = m.pending.pop_front().expect("front exists");
+                self.machines[machine].pending.pop_front();
+                let task = self.live(w, t);
                 self.start(machine, task, t);
             },
             Queue::Backfill => {
                 let waiting = std::mem::take(&mut self.machines[machine].pending);
-                for mut task in waiting {
-                    refresh(&mut task, self.usage, self.cfg, t);
-                    if fits_strictly(&self.machines[machine], &task, cap) {
-                        self.start(machine, task, t);
-                    } else {
-                        self.machines[machine].pending.push_back(task);
-                    }
+                for w in waiting {
+                    self.start_or_wait(machine, w, t);
                 }
             }
         }
@@ -400,7 +447,7 @@ impl Sim<'_> {
         let mut counts = [0; 3];
         for (at, base) in (0..self.machines.len()).step_by(size).enumerate() {
             let end = (base + size).min(self.machines.len());
-            if !self.fill_cell(cell, base..end) {
+            if !self.fill_cell(&*planner, cell, base..end) {
                 self.take_views(cell, base);
                 continue;
             }
@@ -420,27 +467,43 @@ impl Sim<'_> {
         Ok(counts)
     }
 
-    /// Builds the planner's view of machines `range`: each node's load and migratable tasks
-    /// (the machine's `view`, lent to the cell until `take_views`). Returns false when no node
-    /// has a migratable task (nothing could move).
-    fn fill_cell(&mut self, cell: &mut Cell, range: std::ops::Range<usize>) -> bool {
+    /// Builds the planner's view of machines `range`: each node's load and, where the planner
+    /// reads them (`Planner::reads_tasks`), its migratable tasks (the machine's `view`, lent to
+    /// the cell until `take_views`). Returns false when no node has a migratable task the
+    /// planner reads (its plan is then empty).
+    fn fill_cell(
+        &mut self,
+        planner: &dyn Planner,
+        cell: &mut Cell,
+        range: std::ops::Range<usize>,
+    ) -> bool {
         cell.nodes.resize_with(range.len(), Node::default);
+        self.lent.clear();
         let mut any = false;
         for (node, m) in cell.nodes.iter_mut().zip(&mut self.machines[range]) {
             node.load = m.load;
-            if !m.view_ok || self.eager {
-                Self::view(self.cfg, m);
+            let lend = self.eager || planner.reads_tasks(m.load, &self.cfg.limits);
+            if lend {
+                if !m.view_ok || self.eager {
+                    Self::view(self.cfg, m);
+                }
+                std::mem::swap(&mut node.tasks, &mut m.view);
+                any |= !node.tasks.is_empty();
+            } else {
+                node.tasks.clear();
             }
-            std::mem::swap(&mut node.tasks, &mut m.view);
-            any |= !node.tasks.is_empty();
+            self.lent.push(lend);
         }
         any
     }
 
-    /// Gives the machines from `base` on their views back from the cell. A view a move took a
-    /// task from belongs to a machine the move changed (`touch`, or `view_ok` cleared).
+    /// Gives the machines from `base` on their lent views back from the cell. A view a move took
+    /// a task from belongs to a machine the move changed (`touch`, or `view_ok` cleared).
     fn take_views(&mut self, cell: &mut Cell, base: usize) {
-        for (node, m) in cell.nodes.iter_mut().zip(&mut self.machines[base..]) {
+        let machines = &mut self.machines[base..];
+        for ((node, m), _) in
+            (cell.nodes.iter_mut().zip(machines).zip(&self.lent)).filter(|(_, &lent)| lent)
+        {
             std::mem::swap(&mut node.tasks, &mut m.view);
         }
     }
@@ -581,13 +644,14 @@ impl Sim<'_> {
                 m.lag += 1;
                 continue;
             }
-            m.catch_up(step);
+            // This step's service and that of the steps skipped, in one subtraction.
+            let steps = std::mem::take(&mut m.lag) + 1;
             // Recomputed from scratch each visit, so no rounding drift accumulates.
             let (mut admitted, mut new_load, mut freed, mut due) = (0.0, 0.0, false, u64::MAX);
             let mut i = 0;
             while i < m.running.len() {
                 let task = &mut m.running[i];
-                task.remaining -= step;
+                task.remaining = after_steps(task.remaining, steps, step);
                 if lost > 0.0 && task.run.priority <= self.cfg.penalty_max_priority {
                     task.remaining += lost;
                     task.penalty += lost;
@@ -669,52 +733,61 @@ impl Sim<'_> {
 }
 
 /// The machines' loads clipped at capacity, and the same sorted (for the Gini coefficient): a
-/// step re-sorts only when many changed, else moves each changed value to its place.
+/// step merges the values that changed into the sorted array instead of sorting it again.
 #[derive(Default)]
 struct Loads {
     by_machine: Vec<f64>,
     sorted: Vec<f64>,
-    /// (old, new) of the values changed since `sorted` was last brought up to date.
-    changed: Vec<(f64, f64)>,
+    /// The values replaced and the values set since `sorted` was last brought up to date.
+    old: Vec<f64>,
+    new: Vec<f64>,
+    scratch: Vec<f64>,
 }
 
 impl Loads {
-    /// Changes beyond which one sort is cheaper than moving each value.
-    const RESORT: usize = 64;
-
     fn set(&mut self, machine: usize, load: f64) {
         if machine == self.by_machine.len() {
             self.by_machine.push(load);
         } else if self.by_machine[machine].to_bits() != load.to_bits() {
-            self.changed.push((self.by_machine[machine], load));
+            self.old.push(self.by_machine[machine]);
+            self.new.push(load);
             self.by_machine[machine] = load;
         }
     }
 
     /// Every value, ascending by `f64::total_cmp`: the same array a sort of `by_machine` gives
-    /// (values equal under `total_cmp` have the same bits), which `resort` asks for.
+    /// (values equal under `total_cmp` have the same bits), which `resort` asks for. Otherwise
+    /// the sorted array, plus the new values, less the replaced ones: one merge of sorted runs,
+    /// O(machines + changes × log changes).
     fn sorted(&mut self, resort: bool) -> &[f64] {
-        if resort || self.sorted.len() != self.by_machine.len() || self.changed.len() > Self::RESORT
-        {
+        if resort || self.sorted.len() != self.by_machine.len() {
             self.sorted.clone_from(&self.by_machine);
             self.sorted.sort_unstable_by(f64::total_cmp);
-        } else {
-            for &(old, new) in &self.changed {
-                let at = self.sorted.binary_search_by(|x| x.total_cmp(&old));
-                self.sorted
-                    .remove(at.expect("a value set before is in the sorted array"));
-                let to = self.sorted.partition_point(|x| x.total_cmp(&new).is_lt());
-                self.sorted.insert(to, new);
+        } else if !self.new.is_empty() {
+            self.old.sort_unstable_by(f64::total_cmp);
+            self.new.sort_unstable_by(f64::total_cmp);
+            let (sorted, new) = (&self.sorted, &self.new);
+            let mut old = self.old.iter().peekable();
+            self.scratch.clear();
+            let (mut i, mut j) = (0, 0);
+            while i < sorted.len() || j < new.len() {
+                // The smaller head of the two sorted runs (the array's first on a tie).
+                let take_new =
+                    i == sorted.len() || (j < new.len() && new[j].total_cmp(&sorted[i]).is_lt());
+                let x = if take_new { new[j] } else { sorted[i] };
+                (i, j) = if take_new { (i, j + 1) } else { (i + 1, j) };
+                // A replaced value is dropped once (an intermediate value set twice is both).
+                if old.next_if(|o| o.to_bits() == x.to_bits()).is_none() {
+                    self.scratch.push(x);
+                }
             }
+            debug_assert!(old.next().is_none(), "every replaced value was there");
+            std::mem::swap(&mut self.sorted, &mut self.scratch);
         }
-        self.changed.clear();
+        self.old.clear();
+        self.new.clear();
         &self.sorted
     }
-}
-
-/// The thesis's `reserve > request`: the task's admission load fits strictly in what is left.
-fn fits_strictly(m: &Machine, task: &Live, capacity: f64) -> bool {
-    capacity - m.admitted > task.admission
 }
 
 #[cfg(test)]

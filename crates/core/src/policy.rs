@@ -162,6 +162,13 @@ pub trait Planner {
         let _ = at;
         self.plan(cell, limits, rng, cycle)
     }
+    /// Whether `plan` reads the tasks of a node with this load. A node it does not read may be
+    /// handed to it without its tasks (the simulator then skips building them), so a planner
+    /// answers false only where its plan is the same either way. Any planner may answer true.
+    fn reads_tasks(&self, load: f64, limits: &Limits) -> bool {
+        let _ = (load, limits);
+        true
+    }
 }
 
 /// A planner borrowed is a planner (so a wrapper such as `Guarded` can hold `&mut dyn Planner`).
@@ -181,6 +188,9 @@ impl<P: Planner + ?Sized> Planner for &mut P {
         cycle: u64,
     ) -> Vec<Move> {
         (**self).plan_at(at, cell, limits, rng, cycle)
+    }
+    fn reads_tasks(&self, load: f64, limits: &Limits) -> bool {
+        (**self).reads_tasks(load, limits)
     }
 }
 
@@ -270,6 +280,15 @@ impl Planner for Policy {
             Policy::Fine(order) => fine(cell, limits, order, rng),
             Policy::Random { every } if cycle.is_multiple_of(every) => random(cell, limits, rng),
             Policy::Random { .. } => Vec::new(),
+        }
+    }
+
+    /// Coarse and fine read only senders' tasks, and a sender is over the line.
+    fn reads_tasks(&self, load: f64, limits: &Limits) -> bool {
+        match self {
+            Policy::NoMigration => false,
+            Policy::Coarse | Policy::Fine(_) => limits.sends(load),
+            Policy::Random { .. } => true,
         }
     }
 }

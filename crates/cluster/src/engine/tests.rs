@@ -992,3 +992,29 @@ fn skipping_quiet_machines_changes_no_result() {
         }
     }
 }
+
+#[test]
+fn loads_merged_into_the_sorted_array_equal_a_sort() {
+    // Values with ties, both zeros and machines set several times between two sorts.
+    let mut rng = Rng::new(7);
+    let values = [0.0, -0.0, 0.25, 0.5, 0.5, 1.0, 0.125, 0.75];
+    let mut loads = Loads::default();
+    for m in 0..40 {
+        loads.set(m, values[rng.below(values.len())]);
+    }
+    for step in 0..300 {
+        for _ in 0..rng.below(if step % 7 == 0 { 80 } else { 6 }) {
+            let v = if rng.below(3) == 0 {
+                rng.below(1000) as f64 / 997.0
+            } else {
+                values[rng.below(values.len())]
+            };
+            loads.set(rng.below(40), v);
+        }
+        let mut expected = loads.by_machine.clone();
+        expected.sort_unstable_by(f64::total_cmp);
+        let got: Vec<u64> = loads.sorted(false).iter().map(|x| x.to_bits()).collect();
+        let expected: Vec<u64> = expected.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(got, expected, "step {step}");
+    }
+}

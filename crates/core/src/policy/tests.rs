@@ -404,6 +404,19 @@ proptest! {
         };
         for name in THESIS_POLICIES.iter().chain(&["random:1"]) {
             let moves = Policy::parse(name).unwrap().plan(&cell, &limits, &mut Rng::new(seed), 0);
+            // Hiding the tasks of the nodes it says it does not read changes neither its plan
+            // nor the random numbers it draws (the simulator relies on both).
+            let policy = Policy::parse(name).unwrap();
+            let mut hidden = cell.clone();
+            for node in &mut hidden.nodes {
+                if !policy.reads_tasks(node.load, &limits) {
+                    node.tasks.clear();
+                }
+            }
+            let (mut a, mut b) = (Rng::new(seed), Rng::new(seed));
+            prop_assert_eq!(&moves, &policy.clone().plan(&hidden, &limits, &mut b, 0), "{}: hidden tasks", name);
+            policy.clone().plan(&cell, &limits, &mut a, 0);
+            prop_assert_eq!(a.below(1 << 30), b.below(1 << 30), "{}: draws", name);
             let mut seen = std::collections::HashSet::new();
             let mut loads: Vec<f64> = cell.nodes.iter().map(|n| n.load).collect();
             let mut count: Vec<usize> = cell.nodes.iter().map(|n| n.tasks.len()).collect();
