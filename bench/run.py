@@ -138,8 +138,9 @@ print(json.dumps(dict(ingest_s=t1 - t0, replay_s=t2 - t1, steps=s["steps"], star
 
 
 def bench_scale() -> None:
-    """Issue 29's grid: each replay in a fresh process, its time and peak RSS. The cost should
-    grow with events (runs) and machine-steps, not with running tasks × steps."""
+    """Issue 29's grid: each replay in a fresh process, its time and peak RSS, against events
+    (runs) and machine-steps, and against task-steps: every new usage window (a fifth of the
+    `full` profile's steps) draws every running task's usage again."""
     rows = []
     for machines in (1500, 3000, 6000, 12500):
         for days in (3, 7, 29):
@@ -156,6 +157,7 @@ def bench_scale() -> None:
                     f"{r['ingest_s']:.1f}",
                     f"{r['replay_s']:.1f}",
                     f"{r['replay_s'] / (runs + ms) * 1e9:.0f}",
+                    f"{r['replay_s'] / r['task_steps'] * 1e9:.1f}",
                     f"{r['rss_gib']:.2f}",
                 ]
             )
@@ -170,6 +172,7 @@ def bench_scale() -> None:
             "ingest s (cache)",
             "replay s",
             "ns per (run + machine-step)",
+            "ns per task-step",
             "peak RSS GiB",
         ],
         rows,

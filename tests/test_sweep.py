@@ -8,6 +8,7 @@ in its namespace) and removes the namespace.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -40,6 +41,24 @@ def long_scenario(tmp_path: Path, hours: float) -> Path:
     path = tmp_path / "fio-long.toml"
     path.write_text(text.replace("duration_s = 3600", f"duration_s = {int(hours * 3600)}"))
     return path
+
+
+def test_a_cluster_point_needs_no_more_memory_than_the_sweep_asks_for(tmp_path):
+    """The estimate points are placed by covers a worker's real peak: a fresh process that
+    parses the bundled sample (no cache yet: the costlier ingest) and replays it."""
+    code = f"""
+import json, resource
+from colosched import cluster
+trace = cluster.load(cluster.bundled_sample(), cache_dir={str(tmp_path)!r})
+cluster.run(trace, "fine:mem_usage", threads=1, keep_series=False)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps(dict(runs=trace.stats()["runs"], peak=peak)))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = json.loads(r.stdout.splitlines()[-1])
+    asked = sweep.cluster_point_memory(got["runs"])
+    assert got["peak"] <= asked < 3 * got["peak"], (got, asked)
 
 
 def test_local_sweep_keeps_each_point_and_a_rerun_computes_only_the_missing(tmp_path):
@@ -169,6 +188,22 @@ def test_sweep_cluster_on_ray_equals_local_and_the_replays(ray_cluster, tmp_path
                            overcommit_ratio=1.1, keep_series=False, cache_dir=tmp_path / "cache")  # fmt: skip
         want = runs.summary.drop("wall_s").sort("policy", "seed")
         assert rows.sort("policy", "seed").select(want.columns).equals(want)
+
+
+def test_a_point_asking_more_memory_than_any_node_has_still_runs(ray_cluster, tmp_path):
+    """Ray would wait forever for a node with that much memory: the sweep asks for at most the
+    largest node's."""
+    ns, address, env = ray_cluster
+    code = (
+        "from colosched import sweep; "
+        "points = sweep.vms_points(['spec003-zookeeper'], ['random', 'planner'], [1]); "
+        f"t = sweep.run(points, {str(tmp_path / 'out')!r}, executor='ray:{address}', memory=2**50); "
+        "print(t.height)"
+    )
+    r = run(sys.executable, "-c", code, ns=ns, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr[-3000:]
+    points = sweep.vms_points(["spec003-zookeeper"], ["random", "planner"], [1])
+    assert int(r.stdout.split()[-1]) == sum(sweep.compute(p).height for p in points)
 
 
 def _points_written(out: Path) -> int:

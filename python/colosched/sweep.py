@@ -113,6 +113,19 @@ def vms_points(scenarios: Sequence[str], policies: Sequence[str], seeds: Sequenc
     ]
 
 
+# What a worker replaying a trace holds at its peak (while it ingests the trace): Python and its
+# libraries, then 40 bytes per run plus the ingest's per-run state. Fitted above the peaks of
+# bench/RESULTS.md's scaling table (e.g. 1.67 GiB for the full trace's 27.2 M runs).
+WORKER_BASE_BYTES = 320 * 2**20
+BYTES_PER_RUN = 56
+
+
+def cluster_point_memory(runs: int) -> int:
+    """Bytes a worker needs at its peak to replay a trace of `runs` runs: Ray's `memory` for a
+    `sweep cluster` point, so a node runs at most its memory ÷ this many at once."""
+    return WORKER_BASE_BYTES + BYTES_PER_RUN * runs
+
+
 @functools.lru_cache(maxsize=1)
 def _trace(root: str, parts: str | None, cache_dir: str | None):
     """The trace a worker replays, read from the driver's cache once per worker process (a
@@ -175,7 +188,9 @@ def _local(points: list[dict], jobs: int) -> Iterator[tuple[dict, pl.DataFrame |
                 yield p, f.exception() or f.result(), min(jobs, len(pending))
 
 
-def _ray(points: list[dict], address: str | None) -> Iterator[tuple[dict, pl.DataFrame | BaseException, int]]:
+def _ray(
+    points: list[dict], address: str | None, memory: int | None
+) -> Iterator[tuple[dict, pl.DataFrame | BaseException, int]]:
     try:
         import ray
     except ImportError as e:  # pragma: no cover - the Makefile installs it
@@ -186,8 +201,11 @@ def _ray(points: list[dict], address: str | None) -> Iterator[tuple[dict, pl.Dat
         # an address, ray.init would attach to the last `ray start`ed one).
         ray.init(address=address or "local", log_to_driver=False, configure_logging=False)
     try:
-        # A worker that dies (killed, its node lost) has its point run again elsewhere.
-        remote = ray.remote(max_retries=3, num_cpus=1)(compute)
+        # A worker that dies (killed, its node lost) has its point run again elsewhere. A point
+        # asks for its memory, capped at the largest node's (Ray would wait forever for more).
+        nodes = [n["Resources"].get("memory", 0) for n in ray.nodes() if n["Alive"]]
+        ask = {"memory": min(memory, max(nodes))} if memory and nodes and max(nodes) > 0 else {}
+        remote = ray.remote(max_retries=3, num_cpus=1, **ask)(compute)
         refs = {remote.remote(p): p for p in points}
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         while refs:
@@ -220,11 +238,14 @@ def run(
     executor: str = "local",
     jobs: int | None = None,
     progress: Callable[[dict[str, int]], None] | None = None,
+    memory: int | None = None,
 ) -> pl.DataFrame:
     """Computes the points not yet under `out/points/` and returns every point's table, in the
     grid's order. `progress` gets {done, running, failed, total, computed} after each point. A
     point that fails is not written, the others go on; then PointsFailed names the failures
-    (a rerun computes only them)."""
+    (a rerun computes only them). `memory` is the bytes a point's worker needs at its peak
+    (`cluster_point_memory`): Ray places points by it, and the local executor runs at most this
+    machine's memory ÷ `memory` processes."""
     kind, address = parse_executor(executor)
     where = Path(out) / POINTS
     where.mkdir(parents=True, exist_ok=True)
@@ -236,7 +257,13 @@ def run(
     if progress:
         progress(dict(state))
     if missing:
-        carried = _local(missing, jobs or os.cpu_count() or 1) if kind == "local" else _ray(missing, address)
+        if kind == "local":
+            jobs = jobs or os.cpu_count() or 1
+            if memory:
+                jobs = max(1, min(jobs, os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // memory))
+            carried = _local(missing, jobs)
+        else:
+            carried = _ray(missing, address, memory)
         for point, table, running in carried:
             if isinstance(table, BaseException):
                 state["failed"] += 1

@@ -776,8 +776,8 @@ impl Loads {
     /// changes, the sorted array, plus the new values, less the replaced ones: one merge of
     /// sorted runs, O(machines + changes × log changes).
     fn sorted(&mut self, resort: bool) -> &[f64] {
-        // Many changes (every machine at a new window): one sort beats sorting the changes.
-        let many = self.new.len() * 4 > self.by_machine.len();
+        // Most machines changed (at a new window): one sort beats sorting the changes twice.
+        let many = self.new.len() * 2 > self.by_machine.len();
         if resort || many || self.sorted.len() != self.by_machine.len() {
             self.sorted.clone_from(&self.by_machine);
             self.sorted.sort_unstable_by(f64::total_cmp);

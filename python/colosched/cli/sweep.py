@@ -32,8 +32,9 @@ def add_parsers(sub) -> None:
         p.set_defaults(func=func)
 
 
-def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
-    """The points on `--executor`, resumable under `--out`; the combined table and the wall time."""
+def run_sweep(args: argparse.Namespace, points: list[dict], what: str, memory: int | None = None):
+    """The points on `--executor`, resumable under `--out`; the combined table and the wall time.
+    `memory`: bytes a point needs at its peak (`sweep.run`)."""
     from colosched import sweep
     from colosched.cli.show import progress_bar
 
@@ -47,7 +48,9 @@ def run_sweep(args: argparse.Namespace, points: list[dict], what: str):
 
     started = time.perf_counter()
     with bar or contextlib.nullcontext():
-        table = sweep.run(points, args.out, executor=args.executor, jobs=args.jobs, progress=progress)
+        table = sweep.run(
+            points, args.out, executor=args.executor, jobs=args.jobs, progress=progress, memory=memory
+        )
     wall = time.perf_counter() - started
     print(
         f"{counts['total']} points: {counts['computed']} computed on {args.executor}, "
@@ -95,7 +98,7 @@ def cmd_sweep_cluster(args: argparse.Namespace) -> int:
         str(root), args.parts, policies, args.machines, args.overcommit_ratio, seeds,
         usage_seed=args.usage_seed, profile=args.profile, params=params, cache_dir=cache,
     )  # fmt: skip
-    table, wall = run_sweep(args, points, "cluster")
+    table, wall = run_sweep(args, points, "cluster", sweep.cluster_point_memory(trace.stats()["runs"]))
     table = table.sort(sweep.GRID_KEYS["cluster"])
     resolved.update(machines=args.machines, overcommit_ratio=args.overcommit_ratio)
     resolved.pop("seed")
