@@ -58,7 +58,7 @@ print(json.dumps(dict(runs=trace.stats()["runs"], peak=peak)))
     assert r.returncode == 0, r.stderr[-3000:]
     got = json.loads(r.stdout.splitlines()[-1])
     asked = sweep.cluster_point_memory(got["runs"])
-    assert got["peak"] <= asked < 3 * got["peak"], (got, asked)
+    assert got["peak"] <= asked <= got["peak"] + 2**30, (got, asked)
 
 
 def test_local_sweep_keeps_each_point_and_a_rerun_computes_only_the_missing(tmp_path):
