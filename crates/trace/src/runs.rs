@@ -169,18 +169,16 @@ pub fn load_runs(root: &TraceRoot, opts: &IngestOptions) -> Result<Runs> {
             .map(|part| load_part(part, cache_dir.as_deref()))
             .collect()
     };
-    let batches: Vec<&[&Part]> = parts.chunks(PARTS_IN_FLIGHT).collect();
     let mut folder = Folder::default();
     let (mut from_cache, mut write_failures) = (0, 0);
-    let mut next = batches.first().map(|batch| load(batch));
-    for following in batches.iter().skip(1).map(Some).chain([None]) {
-        let loaded = next
-            .take()
-            .expect("a batch is loaded before it is folded")?;
+    // Each turn folds the batch loaded by the turn before while it loads the next one.
+    let mut loaded: Vec<(PartEvents, bool)> = Vec::new();
+    for batch in parts.chunks(PARTS_IN_FLIGHT).map(Some).chain([None]) {
+        let fold = || loaded.iter().for_each(|(p, _)| folder.part(&p.events));
+        let next = rayon::join(fold, || batch.map(load).transpose()).1?;
         from_cache += loaded.iter().filter(|(p, _)| p.from_cache).count();
         write_failures += loaded.iter().filter(|(_, failed)| *failed).count() as u64;
-        let fold = || loaded.iter().for_each(|(p, _)| folder.part(&p.events));
-        next = rayon::join(fold, || following.map(|batch| load(batch))).1;
+        loaded = next.unwrap_or_default();
     }
     let mut runs = folder.finish();
     runs.stats.parts_from_cache = from_cache;
