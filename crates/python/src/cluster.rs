@@ -288,7 +288,8 @@ fn peak_cpu_request(
 }
 
 /// Runs every (policy, seed) job over `trace` with `params`. Built-in policies (names) run on
-/// `threads` worker threads; Python callables run one after another holding the GIL as needed.
+/// `threads` worker threads (0: one per core), which also share a lone job's heavy steps; Python
+/// callables run one after another holding the GIL as needed.
 /// `progress(done_steps, total_steps)` is called from this thread about ten times a second.
 /// Returns one dict per job: `{"summary": {...}, "series": {column: [...]}}`, in job order.
 #[pyfunction]
@@ -355,6 +356,12 @@ fn simulate_jobs<'py>(
     } else {
         threads
     };
+    // The jobs run in a pool of that many threads, where a replay also splits its heavy steps
+    // (a new usage window): one job alone uses every thread, `threads=1` (a sweep's worker) one.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(workers)
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     let finished = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let mut interrupted = None;
@@ -369,13 +376,15 @@ fn simulate_jobs<'py>(
                     seed,
                     ..base.clone()
                 };
-                let r = simulate(
-                    &selection,
-                    &usage,
-                    &cfg,
-                    &mut policy,
-                    &mut step_counter(&done, &stop),
-                );
+                let r = pool.install(|| {
+                    simulate(
+                        &selection,
+                        &usage,
+                        &cfg,
+                        &mut policy,
+                        &mut step_counter(&done, &stop),
+                    )
+                });
                 slots.lock().unwrap()[idx] = Some(r.map_err(|e| e.to_string()));
                 finished.fetch_add(1, Ordering::Relaxed);
             });

@@ -194,7 +194,12 @@ def add_sim_args(p: argparse.ArgumentParser, sweep: bool = False) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object per policy line")
     p.add_argument("--no-cache", action="store_true", help="parse the trace even if cached")
     p.add_argument("--cache-dir", type=Path, default=None)
-    p.add_argument("--threads", type=int, default=0, help="worker threads (0 = one per core)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="worker threads (0 = one per core); a replay alone also splits its new usage windows over them",
+    )
     p.add_argument("--no-report", action="store_true", help="skip report.html and the PNGs")
 
 

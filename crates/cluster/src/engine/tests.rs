@@ -994,6 +994,48 @@ fn skipping_quiet_machines_changes_no_result() {
 }
 
 #[test]
+fn a_new_window_drawn_on_several_threads_changes_no_result() {
+    // Enough machines that a new window's visits are split over the threads: one thread, three
+    // threads and the plain loop must agree bit for bit (the tasks that end are summed in
+    // machine order, the machines they free start their queues in that order).
+    let machines = 2 * PARALLEL_MACHINES + 500;
+    let (r, u) = random_trace(3, machines, 150_000);
+    let c = Config {
+        overcommit_ratio: 0.3,
+        seed: 3,
+        ..cfg(machines)
+    };
+    let selection = select(&r, &u, &c);
+    let on = |threads: usize, eager: bool| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut p = Policy::parse("fine").unwrap();
+            replay(&selection, &u, &c, &mut p, &mut |_, _| true, eager).unwrap()
+        })
+    };
+    let one = on(1, false);
+    let s = &one.summary;
+    assert!(
+        s.completed > 10_000 && s.pending_at_end > 0 && s.moves > 0 && s.overcommit > 0.0,
+        "too little happens: {s:?}"
+    );
+    for (what, other) in [
+        ("3 threads", on(3, false)),
+        ("plain loop, 3 threads", on(3, true)),
+    ] {
+        assert!(one.series == other.series, "{what}: the series differ");
+        let strip = |s: &Summary| Summary {
+            wall_s: 0.0,
+            ..s.clone()
+        };
+        assert_eq!(strip(&one.summary), strip(&other.summary), "{what}");
+    }
+}
+
+#[test]
 fn loads_merged_into_the_sorted_array_equal_a_sort() {
     // Values with ties, both zeros and machines set several times between two sorts.
     let mut rng = Rng::new(7);
@@ -1017,4 +1059,27 @@ fn loads_merged_into_the_sorted_array_equal_a_sort() {
         let expected: Vec<u64> = expected.iter().map(|x| x.to_bits()).collect();
         assert_eq!(got, expected, "step {step}");
     }
+    // The full sort is a radix sort: the order of `total_cmp` on any value, not only on loads.
+    let mut odd = vec![
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        -1.5,
+        1.5,
+        -0.0,
+        0.0,
+        f64::MIN_POSITIVE / 4.0,
+        -f64::MIN_POSITIVE / 4.0,
+        1e300,
+        -1e-300,
+    ];
+    for i in 0..200 {
+        odd.push((rng.below(2001) as f64 - 1000.0) / 7.0 * f64::from(i % 3));
+    }
+    let mut expected = odd.clone();
+    expected.sort_unstable_by(f64::total_cmp);
+    radsort::sort(&mut odd);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&odd), bits(&expected));
 }

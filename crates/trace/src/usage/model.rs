@@ -44,41 +44,34 @@ impl Table {
 /// The temporal noise of CPU and memory: shared anchors and phases, per-resource amplitudes.
 #[derive(Clone, Debug)]
 struct TemporalModel {
-    /// sqrt of the white-noise share, (cpu, mem).
-    white: (f64, f64),
-    /// Per octave: spacing, 1 / spacing, sqrt of the shares (cpu, mem).
-    octaves: Vec<(f64, f64, f64, f64)>,
+    /// sqrt of the white-noise share, [cpu, mem].
+    white: [f64; 2],
+    /// Per octave: spacing, 1 / spacing, sqrt of the shares [cpu, mem].
+    octaves: Vec<(f64, f64, [f64; 2])>,
 }
 
 impl TemporalModel {
     fn new(p: &TemporalParams) -> TemporalModel {
         let white = |f: &[f64]| (1.0 - f.iter().sum::<f64>()).max(0.0).sqrt();
         TemporalModel {
-            white: (white(&p.cpu.fractions), white(&p.mem.fractions)),
+            white: [white(&p.cpu.fractions), white(&p.mem.fractions)],
             octaves: (0..p.spacings.len())
                 .map(|o| {
                     let k = p.spacings[o];
-                    (
-                        k,
-                        1.0 / k,
-                        p.cpu.fractions[o].sqrt(),
-                        p.mem.fractions[o].sqrt(),
-                    )
+                    let amps = [p.cpu.fractions[o].sqrt(), p.mem.fractions[o].sqrt()];
+                    (k, 1.0 / k, amps)
                 })
                 .collect(),
         }
     }
 
-    /// The unit-variance stationary noises `(z_cpu(w), z_mem(w))` of one task (`key`). The two
-    /// use different bits of the same draws, so they are independent.
+    /// The unit-variance stationary noise `z(w)` of one task (`key`) for resource `r` (0: CPU,
+    /// 1: memory). The two use different bits of the same draws, so they are independent.
     #[inline(always)]
-    fn z(&self, normals: Normals, key: u64, window: u32) -> (f64, f64) {
+    fn z(&self, normals: Normals, key: u64, window: u32, r: usize) -> f64 {
         let h = draw(key, S_WHITE, window as u64);
-        let (mut zc, mut zm) = (
-            self.white.0 * normals.at(h, 0),
-            self.white.1 * normals.at(h, 1),
-        );
-        for (o, &(spacing, inv, amp_c, amp_m)) in self.octaves.iter().enumerate() {
+        let mut z = self.white[r] * normals.at(h, r as u32);
+        for (o, &(spacing, inv, amps)) in self.octaves.iter().enumerate() {
             // The phase: 16 bits of the task key per octave.
             let phase = ((key >> (16 * o)) & 0xFFFF) as i64 as f64 * (1.0 / 65536.0) * spacing;
             // x >= 0, so truncation is floor (and avoids a libm call on baseline x86-64).
@@ -87,18 +80,12 @@ impl TemporalModel {
             let t = x - i as f64;
             let ha = draw(key, S_ANCHOR + o as u64, i as u64);
             let hb = draw(key, S_ANCHOR + o as u64, i as u64 + 1);
-            let (ac, am, bc, bm) = (
-                normals.at(ha, 0),
-                normals.at(ha, 1),
-                normals.at(hb, 0),
-                normals.at(hb, 1),
-            );
+            let (a, b) = (normals.at(ha, r as u32), normals.at(hb, r as u32));
             // Linear interpolation rescaled to unit variance.
             let norm = 1.0 / ((1.0 - t) * (1.0 - t) + t * t).sqrt();
-            zc += amp_c * norm * (ac + t * (bc - ac));
-            zm += amp_m * norm * (am + t * (bm - am));
+            z += amps[r] * norm * (a + t * (b - a));
         }
-        (zc, zm)
+        z
     }
 }
 
@@ -282,20 +269,32 @@ impl UsageModel {
 
     /// `usage` of the task whose `levels` these are, in `window`.
     pub fn usage_at(&self, l: &TaskLevels, window: u32) -> Usage {
-        let sc = l.sigma_cpu;
-        let (zc, zm) = self.temporal.z(self.normals, l.key, window);
-        let fc = fast_exp(sc * zc - 0.5 * sc * sc);
-        let sm = l.sigma_mem;
-        let fm = fast_exp(sm * zm - 0.5 * sm * sm);
-
-        let cpu = (l.cpu_level * fc).clamp(0.0, 1.0);
+        let cpu = self.cpu_level_at(l, window);
         let max_cpu = (cpu * l.max_mean).clamp(cpu, 1.0);
+        let sm = l.sigma_mem;
+        let zm = self.temporal.z(self.normals, l.key, window, 1);
+        let fm = fast_exp(sm * zm - 0.5 * sm * sm);
         Usage {
             cpu: cpu as f32,
             max_cpu: max_cpu as f32,
             mem: (l.mem_level * fm).clamp(0.0, 1.0) as f32,
             mai: l.mai,
         }
+    }
+
+    /// `usage_at(l, window).cpu` alone, for less than half the work: a replay needs a task's
+    /// other fields only when a planner looks at the task.
+    #[inline]
+    pub fn cpu_at(&self, l: &TaskLevels, window: u32) -> f32 {
+        self.cpu_level_at(l, window) as f32
+    }
+
+    #[inline(always)]
+    fn cpu_level_at(&self, l: &TaskLevels, window: u32) -> f64 {
+        let sc = l.sigma_cpu;
+        let zc = self.temporal.z(self.normals, l.key, window, 0);
+        let fc = fast_exp(sc * zc - 0.5 * sc * sc);
+        (l.cpu_level * fc).clamp(0.0, 1.0)
     }
 }
 

@@ -42,16 +42,20 @@ impl UsageSource {
     /// row into a later run of the same task); else the model with the run's requests (also
     /// before the task's first real window).
     pub fn lookup(&self, run: &Run, window: u32) -> (Usage, UsageOrigin) {
-        self.lookup_kept(run, window, &mut None)
+        self.lookup_kept(run, window, &mut None, true)
     }
 
     /// `lookup`, keeping the task's model levels in `levels` (drawn at the first window the model
-    /// answers, then reused: a replay keeps one per running task).
+    /// answers, then reused: a replay keeps one per running task). Without `detail`, an answer of
+    /// the model has only its `cpu` (the other fields are 0), for less than half the work: a
+    /// replay asks for the rest only of the tasks a planner looks at.
+    #[inline]
     pub fn lookup_kept(
         &self,
         run: &Run,
         window: u32,
         levels: &mut Option<TaskLevels>,
+        detail: bool,
     ) -> (Usage, UsageOrigin) {
         if let Some((w, u)) = self
             .real
@@ -68,7 +72,15 @@ impl UsageSource {
         let levels = levels.get_or_insert_with(|| {
             (self.model).levels(run.job, run.index, run.cpu_request, run.mem_request)
         });
-        (self.model.usage_at(levels, window), UsageOrigin::Model)
+        let usage = if detail {
+            self.model.usage_at(levels, window)
+        } else {
+            Usage {
+                cpu: self.model.cpu_at(levels, window),
+                ..Usage::default()
+            }
+        };
+        (usage, UsageOrigin::Model)
     }
 
     /// True if real rows exist for the task (any window, any run).
@@ -134,6 +146,21 @@ mod tests {
         assert_eq!(late.lookup(&r, 9), (expect, UsageOrigin::Model));
         assert_eq!(late.lookup(&r, 10), (u, UsageOrigin::Real));
         assert_eq!(late.lookup(&r, 11), (u, UsageOrigin::RealEarlier));
+        // Without detail, the model answers the CPU alone, the same value.
+        for (job, w) in [(1, 1), (5, 0), (77, 9), (123_456, 4000)] {
+            let r = run(job, 3, 0, 6000);
+            let (cpu_only, origin) = late.lookup_kept(&r, w, &mut None, false);
+            let full = late.lookup(&r, w).0;
+            assert_eq!(origin, UsageOrigin::Model);
+            assert_eq!(cpu_only.cpu.to_bits(), full.cpu.to_bits());
+            assert_eq!(
+                (cpu_only.max_cpu, cpu_only.mem, cpu_only.mai),
+                (0.0, 0.0, 0.0)
+            );
+            assert!(full.mem > 0.0);
+        }
+        // A real row comes whole, asked with detail or not.
+        assert_eq!(late.lookup_kept(&r, 11, &mut None, false).0, u);
         // No real data at all.
         let only_model = UsageSource::new(None, model.clone());
         assert_eq!(only_model.lookup(&known, 0).1, UsageOrigin::Model);
