@@ -8,8 +8,10 @@
 //! neither start, leave, arrive, finish, lose service to overload nor enter a new usage window
 //! is skipped (`end_of_step`), and the service it owes its tasks is taken at its next visit
 //! (`Machine::lag`), bit for bit as step-by-step subtraction gives; the planner's view of a
-//! machine's migratable tasks is kept until they change (`Machine::view`). `simulate_eagerly`
-//! visits every machine every step, the plain loop the tests compare with.
+//! machine's migratable tasks is kept until they change (`Machine::view`). At a new usage window,
+//! when every machine is visited, the machines are split over the threads of the rayon pool the
+//! replay runs in (`Visit`), with the same results. `simulate_eagerly` visits every machine every
+//! step, the plain loop the tests compare with.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -683,15 +685,16 @@ impl Sim<'_> {
             new_window,
         };
         // At a new window every machine draws every task's usage: split them over the threads.
-        let n = self.machines.len();
-        let chunk = if new_window && n >= 2 * PARALLEL_MACHINES {
-            n.div_ceil(rayon::current_num_threads())
+        let machines = self.machines.len();
+        let chunk = if new_window && machines >= 2 * PARALLEL_MACHINES {
+            machines
+                .div_ceil(rayon::current_num_threads())
                 .max(PARALLEL_MACHINES)
         } else {
-            n
+            machines
         };
         let visits = |(c, ms): (usize, &mut [Machine])| visit.machines(c * chunk, ms);
-        let ended: Vec<Ended> = if chunk < n {
+        let ended: Vec<Ended> = if chunk < machines {
             self.machines
                 .par_chunks_mut(chunk)
                 .enumerate()
