@@ -104,9 +104,6 @@ struct Machine {
     lag: u32,
     /// The first step at which one of its tasks may end (0: visit at the next step).
     due: u64,
-    /// This step: the service its tasks lose to overload, and whether it is visited.
-    lost: f64,
-    visit: bool,
     /// A task started, left or arrived since its last visit: `admitted` and `load` were changed
     /// by addition, and the next visit sums them again in `running`'s order.
     changed: bool,
@@ -655,6 +652,14 @@ impl Sim<'_> {
         let next_t = t + self.cfg.step_s;
         // Every task's usage moves to a new window: every machine is visited.
         let new_window = next_t / WINDOW_S != t / WINDOW_S;
+        let visit = Visit {
+            cfg: self.cfg,
+            usage: self.usage,
+            eager: self.eager,
+            k,
+            next_t,
+            new_window,
+        };
         let (mut load_sum, mut over_sum) = (0.0, 0.0);
         for (mi, m) in self.machines.iter_mut().enumerate() {
             let load = m.load.max(0.0);
@@ -663,27 +668,11 @@ impl Sim<'_> {
             load_sum += load.min(cap);
             over_sum += (load - cap).max(0.0) / cap;
             self.sum.task_steps += m.running.len() as u64;
-            m.lost = if load > cap {
-                step * match self.cfg.penalty {
-                    Penalty::Excess => ((load - cap) / cap).min(1.0),
-                    Penalty::Fixed(fraction) => fraction,
-                }
-            } else {
-                0.0
-            };
             // Nothing of its tasks changes this step but their `remaining`: owe it.
-            m.visit = self.eager || new_window || m.lost > 0.0 || m.changed || k >= m.due;
-            if !m.visit {
+            if visit.lost(m).is_none() {
                 m.lag += 1;
             }
         }
-        let visit = Visit {
-            cfg: self.cfg,
-            usage: self.usage,
-            k,
-            next_t,
-            new_window,
-        };
         // At a new window every machine draws every task's usage: split them over the threads.
         let machines = self.machines.len();
         let chunk = if new_window && machines >= 2 * PARALLEL_MACHINES {
@@ -780,6 +769,7 @@ const PARALLEL_MACHINES: usize = 1024;
 struct Visit<'a> {
     cfg: &'a Config,
     usage: &'a UsageSource,
+    eager: bool,
     k: u64,
     next_t: u32,
     new_window: bool,
@@ -794,6 +784,23 @@ struct Ended {
 }
 
 impl Visit<'_> {
+    /// `Some(the service its tasks lose to overload this step)` if `m` is visited this step:
+    /// something changes there, besides its tasks' `remaining`.
+    fn lost(&self, m: &Machine) -> Option<f64> {
+        let (cap, load) = (self.cfg.capacity, m.load.max(0.0));
+        let lost = if load > cap {
+            f64::from(self.cfg.step_s)
+                * match self.cfg.penalty {
+                    Penalty::Excess => ((load - cap) / cap).min(1.0),
+                    Penalty::Fixed(fraction) => fraction,
+                }
+        } else {
+            0.0
+        };
+        let visit = self.eager || self.new_window || lost > 0.0 || m.changed || self.k >= m.due;
+        visit.then_some(lost)
+    }
+
     /// Visits the machines of `ms` (from index `base`) that `end_of_step` marked.
     fn machines(&self, base: usize, ms: &mut [Machine]) -> Ended {
         let mut ended = Ended::default();
@@ -802,8 +809,10 @@ impl Visit<'_> {
             if let Some(next) = ms.get(i + 2).filter(|_| self.new_window) {
                 prefetch(&next.running);
             }
-            if ms[i].visit && self.machine(&mut ms[i], &mut ended.durations) {
-                ended.freed.push((base + i) as u32);
+            if let Some(lost) = self.lost(&ms[i]) {
+                if self.machine(&mut ms[i], lost, &mut ended.durations) {
+                    ended.freed.push((base + i) as u32);
+                }
             }
         }
         ended
@@ -811,10 +820,9 @@ impl Visit<'_> {
 
     /// Gives `m`'s tasks their service, ends those done (their durations to `durations`) and
     /// draws the others' usage for the next step. Returns whether a task ended.
-    fn machine(&self, m: &mut Machine, durations: &mut Vec<f64>) -> bool {
+    fn machine(&self, m: &mut Machine, lost: f64, durations: &mut Vec<f64>) -> bool {
         let (cfg, k) = (self.cfg, self.k);
         let step = f64::from(cfg.step_s);
-        let lost = m.lost;
         // This step's service and that of the steps skipped, in one subtraction.
         let steps = std::mem::take(&mut m.lag) + 1;
         // Recomputed from scratch each visit, so no rounding drift accumulates.

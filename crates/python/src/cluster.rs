@@ -1,7 +1,7 @@
 //! The cluster simulator and the trace (crates `trace`, `cluster`): loading, replaying, synthesis.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -12,6 +12,7 @@ use colosched_trace::{IngestOptions, Runs, TraceError, TraceRoot};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList};
+use rayon::prelude::*;
 
 pyo3::create_exception!(
     _native,
@@ -349,47 +350,38 @@ fn simulate_jobs<'py>(
     };
     let slots: Mutex<Vec<Option<Result<Outcome, String>>>> =
         Mutex::new((0..jobs).map(|_| None).collect());
-    // Built-in policies on worker threads; this thread reports progress and watches Ctrl-C.
-    let next = AtomicUsize::new(0);
     let workers = if threads == 0 {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     } else {
         threads
     };
-    // The jobs run in a pool of that many threads, where a replay also splits its heavy steps
-    // (a new usage window): one job alone uses every thread, `threads=1` (a sweep's worker) one.
+    // Built-in policies in a pool of that many threads, where a replay also splits its heavy
+    // steps (a new usage window): one job alone uses every thread, `threads=1` (a sweep's worker)
+    // one. This thread reports progress and watches Ctrl-C meanwhile.
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(workers)
         .build()
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
-    let finished = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     let mut interrupted = None;
     std::thread::scope(|scope| {
-        for _ in 0..workers.min(builtin.len()) {
-            scope.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::Relaxed);
-                let Some(&(idx, mut policy, seed)) = builtin.get(i) else {
-                    break;
-                };
-                let cfg = Config {
-                    seed,
-                    ..base.clone()
-                };
-                let r = pool.install(|| {
-                    simulate(
-                        &selection,
-                        &usage,
-                        &cfg,
-                        &mut policy,
-                        &mut step_counter(&done, &stop),
-                    )
-                });
-                slots.lock().unwrap()[idx] = Some(r.map_err(|e| e.to_string()));
-                finished.fetch_add(1, Ordering::Relaxed);
-            });
-        }
-        while finished.load(Ordering::Relaxed) < builtin.len() {
+        let jobs = scope.spawn(|| {
+            pool.install(|| {
+                builtin
+                    .par_iter()
+                    .with_max_len(1)
+                    .for_each(|&(idx, mut policy, seed)| {
+                        let cfg = Config {
+                            seed,
+                            ..base.clone()
+                        };
+                        let mut counter = step_counter(&done, &stop);
+                        let r = simulate(&selection, &usage, &cfg, &mut policy, &mut counter);
+                        slots.lock().unwrap()[idx] = Some(r.map_err(|e| e.to_string()));
+                    })
+            })
+        });
+        while !jobs.is_finished() {
             py.detach(|| std::thread::sleep(Duration::from_millis(100)));
             if let Err(e) = report(py) {
                 stop.store(true, Ordering::Relaxed);
