@@ -340,13 +340,14 @@ def test_sim_vms_json_lines_and_no_report(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "change, needle",
+    "change, where, needle",
     [
-        (("vms = 12", "vms = 0"), "apps[0].vms: must be at least 1"),
-        (("[backend]", "[backend]\nlatencyy_ms = 2"), "unknown field `latencyy_ms`"),
+        # A value a check refuses: the file's line of the key; toml's own refusal says its line.
+        (("vms = 12", "vms = 0"), ":28: ", "apps[0].vms: must be at least 1"),
+        (("[backend]", "[backend]\nlatencyy_ms = 2"), ": ", "line 21, column 1"),
     ],
 )
-def test_sim_vms_bad_scenario_exits_2_naming_the_file_and_key(tmp_path, change, needle):
+def test_sim_vms_bad_scenario_exits_2_naming_the_file_and_key(tmp_path, change, where, needle):
     preset = Path(__file__).resolve().parent.parent / "crates" / "vms" / "scenarios" / "spec003-fio-read.toml"
     bad = tmp_path / "bad.toml"
     bad.write_text(preset.read_text().replace(*change, 1))
@@ -354,7 +355,7 @@ def test_sim_vms_bad_scenario_exits_2_naming_the_file_and_key(tmp_path, change, 
     r = colosched("sim", "vms", "--scenario", str(bad), "--out", str(out), cache=tmp_path)
     assert r.returncode == 2, r.stderr
     line = r.stderr.strip()
-    assert "\n" not in line and line.startswith(f"colosched: error: {bad}: ") and needle in line, line
+    assert "\n" not in line and line.startswith(f"colosched: error: {bad}{where}") and needle in line, line
     assert r.stdout == "" and not out.exists(), "nothing written for a refused scenario"
     r = colosched("sim", "vms", "--scenario", "spec003-fio-read", "--policy", "best", cache=tmp_path)
     assert r.returncode == 2 and "unknown policy 'best'" in r.stderr

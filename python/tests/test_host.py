@@ -219,10 +219,12 @@ def test_a_value_out_of_range_exits_2_naming_the_key_in_time(tmp_path, line, key
     import sys
 
     path = tmp_path / "bad.toml"
-    path.write_text(TWO_HOGS.replace("horizon_ms = 2000", line))
+    text = TWO_HOGS.replace("horizon_ms = 2000", line)
+    path.write_text(text)
+    at = 1 + text[: text.index(f"{key} =")].count("\n")  # the key's line in the file
     out = str(tmp_path / "o")
     argv = [sys.executable, "-m", "colosched.cli", "sim", "host", "--scenario", str(path), "--out", out]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, done.stderr
-    assert f"{path}: {key}: " in done.stderr
+    assert f"{path}:{at}: {key}: " in done.stderr
     assert not (tmp_path / "o").exists()

@@ -125,13 +125,14 @@ def test_zookeeper_logical_distance_each_window_ends_at_the_simulators():
 
 
 @pytest.mark.parametrize(
-    "change, message",
+    "change, where, message",
     [
-        (("vms = 6", "vms = 0"), "apps[0].vms: must be at least 1"),
-        (("window_s = 60", "window_s = 60\nwindoww = 3"), "unknown field `windoww`"),
+        # A value a check refuses: the key's line; toml's own refusal says where in its message.
+        (("vms = 6", "vms = 0"), ":27: ", "apps[0].vms: must be at least 1"),
+        (("window_s = 60", "window_s = 60\nwindoww = 3"), ": ", "unknown field `windoww`"),
     ],
 )
-def test_a_bad_scenario_file_raises_valueerror_naming_file_and_key(tmp_path, change, message):
+def test_a_bad_scenario_file_raises_valueerror_naming_file_and_key(tmp_path, change, where, message):
     from pathlib import Path
 
     preset = Path(__file__).resolve().parents[2] / "crates" / "vms" / "scenarios" / "spec003-zookeeper.toml"
@@ -139,7 +140,7 @@ def test_a_bad_scenario_file_raises_valueerror_naming_file_and_key(tmp_path, cha
     bad.write_text(preset.read_text().replace(*change))
     with pytest.raises(ValueError) as e:
         vms.run(str(bad), ["random"])
-    assert str(e.value).startswith(f"{bad}: ") and message in str(e.value), e.value
+    assert str(e.value).startswith(f"{bad}{where}") and message in str(e.value), e.value
 
 
 def test_unknown_policy_is_refused_and_all_expands():

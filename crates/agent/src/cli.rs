@@ -333,7 +333,8 @@ fn dispatch(cmd: Cmd) -> Result<i32, Error> {
 }
 
 fn run(mut agent: Agent) -> Result<i32, Error> {
-    let signals = crate::signals::Signals::catch().map_err(Error::Runtime)?;
+    let signals = crate::signals::Signals::catch()
+        .map_err(|e| Error::Runtime(format!("signal pipe: {e}")))?;
     // One agent per state file, until this one has put everything back.
     let _lock = StateLock::acquire(&agent.cfg.state_file)?;
     let c = &agent.cfg;

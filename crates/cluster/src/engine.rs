@@ -19,7 +19,7 @@ use std::time::Instant;
 use rayon::prelude::*;
 
 use colosched_core::{metrics::gini_sorted, Cell, Move, Node, Planner, Rng, Task};
-use colosched_trace::usage::{TaskLevels, UsageOrigin, UsageSource};
+use colosched_trace::usage::{CpuLevels, TaskLevels, UsageOrigin, UsageSource};
 use colosched_trace::{Run, Usage, END_NONE, NO_MACHINE, WINDOW_S};
 
 use crate::{
@@ -37,33 +37,47 @@ pub enum SimError {
     Interrupted,
 }
 
-/// A run running on a machine. Tasks live inside their machine's vectors, so the per-step loop
-/// walks memory in order; each carries a copy of its `Run`, so the loop never reads the (possibly
-/// gigabyte-sized) runs table either.
+/// A run running on a machine, in two parts at the same index of its machine's vectors: `Live`,
+/// what a visit reads (64 bytes: at a new usage window every running task is visited, and the
+/// step streams these through the cache), and `Rest`, read when it starts, ends, moves, loses
+/// service to overload or a planner looks at it. Tasks live inside their machine's vectors, so
+/// the per-step loop walks memory in order; each carries a copy of its `Run`, so the loop never
+/// reads the (possibly gigabyte-sized) runs table either.
 #[derive(Clone, Copy, Debug)]
 struct Live {
     /// Unique for the whole replay: the id planners see.
     id: u32,
-    run: Run,
-    /// Admission load (see `Admission`), counted in its machine's `admitted` while running.
-    admission: f64,
+    /// The usage window `cpu` is for.
+    window: u32,
     /// Seconds of service still needed (infinite for runs the trace never ends).
     remaining: f64,
+    /// Admission load (see `Admission`), counted in its machine's `admitted` while running.
+    admission: f64,
+    /// Its mean CPU usage in `window`.
+    cpu: f32,
+    priority: u8,
+    /// `Rest::usage` is its whole usage in `window` (see `detail`).
+    detailed: bool,
+    /// Its CPU levels in the usage model (`Rest::levels`'s CPU part), once drawn.
+    levels: Option<CpuLevels>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Rest {
+    run: Run,
     /// Seconds of service lost to overloaded steps so far (the thesis's QoS penalty).
     penalty: f64,
     /// When it started running.
     started: u32,
-    /// Its usage in `window`: only `cpu` unless `detailed` (see `detail`).
+    /// Its usage in `Live::window` when `Live::detailed` (its `cpu` is `Live::cpu`).
     usage: Usage,
-    window: u32,
-    detailed: bool,
     /// Its levels in the usage model, once the model gave it a window's usage.
     levels: Option<TaskLevels>,
     /// Bandwidth mode: the step time at which its copy to `dest` is complete.
     arrives: Option<(u32, u32)>,
 }
 
-impl Live {
+impl Rest {
     /// Its trace service time, `end − schedule` (infinite for runs the trace never ends).
     fn service(&self) -> f64 {
         if self.run.end_kind == END_NONE {
@@ -80,7 +94,7 @@ impl Live {
 }
 
 /// A run placed on a machine and waiting to start there: 8 bytes, for a full-scale replay's
-/// queues hold millions (its `Live` is made when it starts, with the same usage at that time).
+/// queues hold millions (its task is made when it starts, with the same usage at that time).
 #[derive(Clone, Copy, Debug)]
 struct Waiting {
     /// The id its `Live` will have.
@@ -91,11 +105,13 @@ struct Waiting {
 
 #[derive(Default)]
 struct Machine {
+    /// Its running tasks: `running[i]` and `rest[i]` are one task.
     running: Vec<Live>,
+    rest: Vec<Rest>,
     pending: VecDeque<Waiting>,
     /// Sum of the admission loads of the running tasks.
     admitted: f64,
-    /// Sum of the running tasks' current mean CPU usage.
+    /// Sum of the running tasks' current mean CPU usage (`Live::cpu`).
     load: f64,
     /// When this machine's migration link is free again (bandwidth mode).
     link_free: f64,
@@ -115,6 +131,15 @@ struct Machine {
 impl Machine {
     fn position(&self, id: u32) -> Option<usize> {
         self.running.iter().position(|t| t.id == id)
+    }
+
+    fn push(&mut self, (live, rest): (Live, Rest)) {
+        self.running.push(live);
+        self.rest.push(rest);
+    }
+
+    fn swap_remove(&mut self, i: usize) -> (Live, Rest) {
+        (self.running.swap_remove(i), self.rest.swap_remove(i))
     }
 
     /// Takes the service of the steps it was skipped from each running task.
@@ -188,41 +213,53 @@ struct Sim<'a> {
     duration_total: f64,
 }
 
-/// Refreshes a task's usage for the window holding `t` and its admission load. The model gives
-/// the CPU alone (`lookup_kept` without detail): the loop needs no more of most tasks.
-fn refresh(task: &mut Live, usage: &UsageSource, cfg: &Config, t: u32) {
+/// Refreshes a task's CPU usage for the window holding `t`, and its admission load if that
+/// follows the usage. The model gives the CPU alone (without detail): the loop needs no more of
+/// most tasks, and from its kept `CpuLevels` it reads no `Rest`.
+fn refresh(live: &mut Live, rest: &mut Rest, usage: &UsageSource, cfg: &Config, t: u32) {
     let window = t / WINDOW_S;
-    if task.window != window {
-        task.window = window;
-        look_up(task, usage, cfg, false);
+    if live.window != window {
+        live.window = window;
+        match live.levels.and_then(|l| usage.model_cpu(&l, window)) {
+            Some(cpu) => {
+                live.cpu = cpu;
+                live.detailed = false;
+            }
+            None => look_up(live, rest, usage, cfg, false),
+        }
+        if cfg.admission == Admission::Usage {
+            live.admission = admission_load(cfg, &rest.run, live.cpu);
+        }
     }
-    task.admission = admission_load(cfg, &task.run, task.usage);
 }
 
 /// Gives a task its whole usage in its window (`max_cpu`, `mem`, `mai` too), for a planner's view.
-fn detail(task: &mut Live, usage: &UsageSource, cfg: &Config) {
-    if !task.detailed {
-        look_up(task, usage, cfg, true);
+fn detail(live: &mut Live, rest: &mut Rest, usage: &UsageSource, cfg: &Config) {
+    if !live.detailed {
+        look_up(live, rest, usage, cfg, true);
     }
 }
 
-fn look_up(task: &mut Live, usage: &UsageSource, cfg: &Config, detail: bool) {
-    let (found, origin) = usage.lookup_kept(&task.run, task.window, &mut task.levels, detail);
+fn look_up(live: &mut Live, rest: &mut Rest, usage: &UsageSource, cfg: &Config, detail: bool) {
+    let run = &rest.run;
+    let (found, origin) = usage.lookup_kept(run, live.window, &mut rest.levels, detail);
     let gap = match origin {
         UsageOrigin::Real => false,
         UsageOrigin::RealEarlier => true,
-        UsageOrigin::Model => usage.has_real(task.run.job, task.run.index),
+        UsageOrigin::Model => usage.has_real(run.job, run.index),
     };
     let zero = gap && cfg.usage_gaps == UsageGaps::Zero;
-    task.usage = if zero { Usage::default() } else { found };
-    task.detailed = detail || zero || origin != UsageOrigin::Model;
+    rest.usage = if zero { Usage::default() } else { found };
+    live.cpu = rest.usage.cpu;
+    live.detailed = detail || zero || origin != UsageOrigin::Model;
+    live.levels = rest.levels.map(|l| l.cpu());
 }
 
-/// A run's admission load (see `Admission`) while it uses `usage`.
-fn admission_load(cfg: &Config, run: &Run, usage: Usage) -> f64 {
+/// A run's admission load (see `Admission`) while its mean CPU usage is `cpu`.
+fn admission_load(cfg: &Config, run: &Run, cpu: f32) -> f64 {
     let base = match cfg.admission {
         Admission::Request => run.cpu_request,
-        Admission::Usage => usage.cpu,
+        Admission::Usage => cpu,
     };
     f64::from(base) * cfg.overcommit_ratio
 }
@@ -384,33 +421,36 @@ impl Sim<'_> {
     }
 
     /// The task a waiting run becomes when it starts at `t`, its usage and admission load then.
-    fn live(&self, w: Waiting, t: u32) -> Live {
+    fn live(&self, w: Waiting, t: u32) -> (Live, Rest) {
         let run = self.runs[w.run as usize];
-        let mut task = Live {
-            id: w.id,
+        let mut rest = Rest {
             run,
-            admission: 0.0,
-            remaining: 0.0,
             penalty: 0.0,
             started: t,
             usage: Usage::default(),
-            window: u32::MAX,
-            detailed: false,
             levels: None,
             arrives: None,
         };
-        task.remaining = task.service();
-        refresh(&mut task, self.usage, self.cfg, t);
-        task
+        let mut live = Live {
+            id: w.id,
+            window: t / WINDOW_S,
+            remaining: rest.service(),
+            admission: 0.0,
+            cpu: 0.0,
+            priority: run.priority,
+            detailed: false,
+            levels: None,
+        };
+        look_up(&mut live, &mut rest, self.usage, self.cfg, false);
+        live.admission = admission_load(self.cfg, &run, live.cpu);
+        (live, rest)
     }
 
     /// A waiting run's admission load at `t` (by request, it needs no usage).
     fn admission(&self, w: Waiting, t: u32) -> f64 {
         match self.cfg.admission {
-            Admission::Request => {
-                admission_load(self.cfg, &self.runs[w.run as usize], Usage::default())
-            }
-            Admission::Usage => self.live(w, t).admission,
+            Admission::Request => admission_load(self.cfg, &self.runs[w.run as usize], 0.0),
+            Admission::Usage => self.live(w, t).0.admission,
         }
     }
 
@@ -420,19 +460,18 @@ impl Sim<'_> {
         let m = &self.machines[machine];
         if self.cfg.capacity - m.admitted > self.admission(w, t) {
             let task = self.live(w, t);
-            self.start(machine, task, t);
+            self.start(machine, task);
         } else {
             self.machines[machine].pending.push_back(w);
         }
     }
 
-    fn start(&mut self, machine: usize, mut task: Live, t: u32) {
+    fn start(&mut self, machine: usize, task: (Live, Rest)) {
         let m = &mut self.machines[machine];
         m.touch(f64::from(self.cfg.step_s));
-        task.started = t;
-        m.admitted += task.admission;
-        m.load += f64::from(task.usage.cpu);
-        m.running.push(task);
+        m.admitted += task.0.admission;
+        m.load += f64::from(task.0.cpu);
+        m.push(task);
         self.sum.started += 1;
     }
 
@@ -451,7 +490,7 @@ impl Sim<'_> {
                 }
                 self.machines[machine].pending.pop_front();
                 let task = self.live(w, t);
-                self.start(machine, task, t);
+                self.start(machine, task);
             },
             Queue::Backfill => {
                 let waiting = std::mem::take(&mut self.machines[machine].pending);
@@ -540,22 +579,22 @@ impl Sim<'_> {
     /// Builds `m.view`: its running tasks that are migratable and not being copied away.
     fn view(cfg: &Config, usage: &UsageSource, m: &mut Machine) {
         m.view.clear();
-        for task in &mut m.running {
+        for (live, rest) in m.running.iter_mut().zip(&mut m.rest) {
             // Cheap rejections first: most tasks are not in the free band.
-            if task.run.priority >= cfg.limits.migratable_priority_below || task.arrives.is_some() {
+            if live.priority >= cfg.limits.migratable_priority_below || rest.arrives.is_some() {
                 continue;
             }
-            detail(task, usage, cfg);
-            let run = &task.run;
+            detail(live, rest, usage, cfg);
+            let (run, usage) = (&rest.run, &rest.usage);
             let view = Task {
-                id: u64::from(task.id),
+                id: u64::from(live.id),
                 index: run.index,
                 priority: run.priority,
                 cpu_request: f64::from(run.cpu_request),
-                cpu_usage: f64::from(task.usage.cpu),
-                max_cpu: f64::from(task.usage.max_cpu),
-                mem_usage: f64::from(task.usage.mem),
-                mai: f64::from(task.usage.mai),
+                cpu_usage: f64::from(live.cpu),
+                max_cpu: f64::from(usage.max_cpu),
+                mem_usage: f64::from(usage.mem),
+                mai: f64::from(usage.mai),
             };
             if cfg.limits.is_migratable(&view) {
                 m.view.push(view);
@@ -595,7 +634,7 @@ impl Sim<'_> {
                 m.link_free = m.link_free.max(f64::from(t)) + bytes * 8.0 / (mbit * 1e6);
                 let at = m.link_free.ceil() as u32;
                 if let Some(pos) = m.position(id) {
-                    m.running[pos].arrives = Some((at, dst));
+                    m.rest[pos].arrives = Some((at, dst));
                     m.view_ok = false;
                     self.in_flight.push((id, src));
                 }
@@ -611,16 +650,16 @@ impl Sim<'_> {
         let s = &mut self.machines[src as usize];
         let Some(pos) = s.position(id) else { return };
         s.touch(step);
-        let mut task = s.running.swap_remove(pos);
-        task.arrives = None;
-        s.admitted -= task.admission;
-        s.load -= f64::from(task.usage.cpu);
+        let (live, mut rest) = s.swap_remove(pos);
+        rest.arrives = None;
+        s.admitted -= live.admission;
+        s.load -= f64::from(live.cpu);
         let waiting = !s.pending.is_empty();
         let d = &mut self.machines[dst as usize];
         d.touch(step);
-        d.admitted += task.admission;
-        d.load += f64::from(task.usage.cpu);
-        d.running.push(task);
+        d.admitted += live.admission;
+        d.load += f64::from(live.cpu);
+        d.push((live, rest));
         if waiting {
             self.admit(src as usize, t);
         }
@@ -633,7 +672,7 @@ impl Sim<'_> {
         while i < self.in_flight.len() {
             let (id, src) = self.in_flight[i];
             let m = &self.machines[src as usize];
-            match m.position(id).and_then(|pos| m.running[pos].arrives) {
+            match m.position(id).and_then(|pos| m.rest[pos].arrives) {
                 Some((at, _)) if at > t => i += 1,
                 Some((_, dst)) => {
                     self.in_flight.swap_remove(i);
@@ -740,9 +779,12 @@ impl Sim<'_> {
         let (mut total, mut count) = (self.duration_total, s.completed);
         if self.cfg.duration_over == DurationOver::Started {
             // Tasks still running count with the penalties they have had so far.
-            let running = self.machines.iter().flat_map(|m| &m.running);
-            for task in running.filter(|t| t.remaining.is_finite()) {
-                total += task.duration();
+            let running = self
+                .machines
+                .iter()
+                .flat_map(|m| m.running.iter().zip(&m.rest));
+            for (_, rest) in running.filter(|(live, _)| live.remaining.is_finite()) {
+                total += rest.duration();
                 count += 1;
             }
         }
@@ -831,18 +873,17 @@ impl Visit<'_> {
         while i < m.running.len() {
             let task = &mut m.running[i];
             task.remaining = after_steps(task.remaining, steps, step);
-            if lost > 0.0 && task.run.priority <= cfg.penalty_max_priority {
+            if lost > 0.0 && task.priority <= cfg.penalty_max_priority {
                 task.remaining += lost;
-                task.penalty += lost;
+                m.rest[i].penalty += lost;
             }
             if task.remaining <= 0.0 {
-                durations.push(task.duration());
-                m.running.swap_remove(i);
+                durations.push(m.swap_remove(i).1.duration());
                 freed = true;
                 continue;
             }
-            refresh(task, self.usage, cfg, self.next_t);
-            new_load += f64::from(task.usage.cpu);
+            refresh(task, &mut m.rest[i], self.usage, cfg, self.next_t);
+            new_load += f64::from(task.cpu);
             admitted += task.admission;
             due = due.min(k.saturating_add(steps_left(task.remaining, step)));
             i += 1;

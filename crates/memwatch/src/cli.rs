@@ -171,7 +171,11 @@ fn log(msg: &str) {
 }
 
 fn run(mut w: MemoryThresholdWatcher, a: &Args) -> Result<i32, WatchError> {
-    let signals = colosched_sys::signals::Signals::catch().map_err(WatchError::Sys)?;
+    let signals = colosched_sys::signals::Signals::catch().map_err(|source| WatchError::Call {
+        what: "catching SIGTERM, SIGINT and SIGHUP".into(),
+        call: "pipe",
+        source,
+    })?;
     let mut children: Vec<Child> = Vec::new();
     let result = loop {
         // The wait wakes at once on an event; the timeout only bounds how late a signal is seen.

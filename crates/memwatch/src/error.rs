@@ -34,16 +34,14 @@ pub enum WatchError {
         what: String,
         source: io::Error,
     },
-    /// A system call that failed (an eventfd: the open-file limit), and what it was for.
+    /// A system call that failed (an eventfd or the signal pipe: the open-file limit; poll), and
+    /// what it was for.
     #[error("{what}: {call}: {}", explain(.source))]
     Call {
         what: String,
         call: &'static str,
         source: io::Error,
     },
-    /// `colosched_sys`'s poll or signal pipe failed (its message names the call).
-    #[error("{0}")]
-    Sys(String),
 }
 
 impl WatchError {

@@ -517,7 +517,11 @@ impl MemoryThresholdWatcher {
             &fds,
             wake.map(|w| w.saturating_duration_since(Instant::now())),
         )
-        .map_err(WatchError::Sys)?;
+        .map_err(|source| WatchError::Call {
+            what: "waiting for memory events".into(),
+            call: "poll",
+            source,
+        })?;
         drop(fds);
         if !ready[0].is_empty() {
             sys::eventfd_drain(&self.stop.0);

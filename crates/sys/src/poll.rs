@@ -11,7 +11,7 @@ use rustix::io::Errno;
 pub fn poll(
     fds: &[(BorrowedFd, PollFlags)],
     timeout: Option<Duration>,
-) -> Result<Vec<PollFlags>, String> {
+) -> std::io::Result<Vec<PollFlags>> {
     let mut p: Vec<PollFd> = fds.iter().map(|(fd, ev)| PollFd::new(fd, *ev)).collect();
     // Round up to whole milliseconds, as poll(2) would, so a 0.4 ms wait is not a busy loop.
     let ts = timeout.map(|t| {
@@ -24,6 +24,6 @@ pub fn poll(
     match rustix::event::poll(&mut p, ts.as_ref()) {
         Ok(_) => Ok(p.iter().map(PollFd::revents).collect()),
         Err(Errno::INTR) => Ok(vec![PollFlags::empty(); fds.len()]),
-        Err(e) => Err(format!("poll: {e}")),
+        Err(e) => Err(e.into()),
     }
 }

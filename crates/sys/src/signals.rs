@@ -46,9 +46,9 @@ pub struct Signals {
 
 impl Signals {
     /// Installs the handler for SIGTERM, SIGINT and SIGHUP; the previous handlers come back on drop.
-    pub fn catch() -> Result<Signals, String> {
-        let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)
-            .map_err(|e| format!("pipe for signals: {e}"))?;
+    /// Fails only if the pipe cannot be made (the open-file limit).
+    pub fn catch() -> std::io::Result<Signals> {
+        let (read, write) = pipe_with(PipeFlags::CLOEXEC | PipeFlags::NONBLOCK)?;
         SIGNALLED.store(0, Ordering::SeqCst);
         WAKE_FD.store(write.as_raw_fd(), Ordering::SeqCst);
         let mut old = Vec::new();

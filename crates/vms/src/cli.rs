@@ -159,7 +159,7 @@ fn vms(a: &VmsArgs) -> i32 {
         match Signals::catch() {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("colosched migrate vms: error: {e}");
+                eprintln!("colosched migrate vms: error: signal pipe: {e}");
                 return 1;
             }
         }

@@ -993,6 +993,16 @@ fn skipping_quiet_machines_changes_no_result() {
     }
 }
 
+/// What a new window's visit streams per task stays one cache line.
+#[test]
+fn the_part_of_a_task_every_visit_reads_is_64_bytes() {
+    assert!(
+        std::mem::size_of::<Live>() <= 64,
+        "{}",
+        std::mem::size_of::<Live>()
+    );
+}
+
 #[test]
 fn a_new_window_drawn_on_several_threads_changes_no_result() {
     // Enough machines that a new window's visits are split over the threads: one thread, three

@@ -48,7 +48,7 @@ pub fn restore(path: &Path, proc_root: &Path) -> Result<i32> {
 /// Runs until a signal, then puts everything back. 0 on a signal; a state file that cannot be
 /// written stops it (the error).
 pub fn run(mut a: HostAgent) -> Result<i32> {
-    let signals = Signals::catch().map_err(Error::Runtime)?;
+    let signals = Signals::catch().map_err(|e| Error::Runtime(format!("signal pipe: {e}")))?;
     let _lock = StateLock::acquire(&a.cfg.state_file)?;
     if let Some(msg) = a.take_over_state()? {
         tracing::info!("{msg}");

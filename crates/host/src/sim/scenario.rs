@@ -92,8 +92,8 @@ pub struct Scenario {
 pub enum ScenarioError {
     #[error(transparent)]
     Read(#[from] ReadError),
-    /// Its text, with the file's path.
-    #[error("{}: {source}", path.display())]
+    /// Its text, with the file's path (and the key's line, when a check refused a value).
+    #[error("{}{}: {source}", path.display(), source.line_suffix())]
     File { path: PathBuf, source: ConfigError },
 }
 
@@ -350,7 +350,7 @@ impl Scenario {
         let text = read(path)?;
         Scenario::parse(&text).map_err(|source| ScenarioError::File {
             path: path.to_path_buf(),
-            source,
+            source: source.at_line_in(&text),
         })
     }
 
@@ -1049,13 +1049,17 @@ mod tests {
     fn load_names_the_file() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bad.toml");
-        std::fs::write(&path, edited("phase_ms = 2", "phase_ms = -1")).unwrap();
+        let text = edited("phase_ms = 2", "phase_ms = -1");
+        let line = 1 + text[..text.find("phase_ms = -1").unwrap()]
+            .matches('\n')
+            .count();
+        std::fs::write(&path, text).unwrap();
         let e = Scenario::load(&path).unwrap_err();
         assert!(matches!(&e, ScenarioError::File { path: p, .. } if *p == path));
         assert_eq!(
             e.to_string(),
             format!(
-                "{}: vms[0].phase_ms: must be from 0.001 to 1000000, got -1",
+                "{}:{line}: vms[0].phase_ms: must be from 0.001 to 1000000, got -1",
                 path.display()
             )
         );

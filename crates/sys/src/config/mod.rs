@@ -63,6 +63,17 @@ impl ConfigError {
             toml => toml,
         }
     }
+
+    /// `:LINE` for a key's error whose line is known, else nothing: an error about a file's text
+    /// shows as `{file}{line_suffix}: {self}` (toml's own message already says where).
+    pub fn line_suffix(&self) -> String {
+        match self {
+            ConfigError::Key {
+                line: Some(line), ..
+            } => format!(":{line}"),
+            _ => String::new(),
+        }
+    }
 }
 
 /// A file that could not be read.
@@ -255,6 +266,8 @@ mod tests {
             }
         );
         assert_eq!(e.to_string(), "limits.cooldown_s: too long");
+        assert_eq!(e.line_suffix(), ":3");
+        assert_eq!(ConfigError::key("a", "b").line_suffix(), "");
     }
 
     #[test]

@@ -33,7 +33,7 @@ mod source;
 #[cfg(test)]
 mod test_data;
 
-pub use model::{TaskLevels, UsageModel, MAX_GRID};
+pub use model::{CpuLevels, TaskLevels, UsageModel, MAX_GRID};
 pub use params::{
     Copula, SeriesParams, TemporalFit, TemporalParams, UsageParams, ZGrid, MAX_OCTAVES,
 };

@@ -116,18 +116,32 @@ struct TaskDraw {
     sigma_mem: f64,
 }
 
-/// A task's levels in the model (`UsageModel::levels`): its mean CPU and memory before the
-/// window's variation, its peak-to-mean ratio, memory accesses per instruction, the spread of
-/// its variation and its key for the window's draws.
+/// A task's levels in the model (`UsageModel::levels`): its CPU part, its mean memory before the
+/// window's variation and that variation's spread, its peak-to-mean CPU ratio and its memory
+/// accesses per instruction.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TaskLevels {
-    key: u64,
-    cpu_level: f64,
+    cpu: CpuLevels,
     mem_level: f64,
     max_mean: f64,
     mai: f32,
-    sigma_cpu: f64,
     sigma_mem: f64,
+}
+
+impl TaskLevels {
+    /// What `UsageModel::cpu_at` reads: a replay keeps it where it reads every task each window.
+    pub fn cpu(&self) -> CpuLevels {
+        self.cpu
+    }
+}
+
+/// The part of a task's levels that its CPU in a window depends on (24 bytes): its key for the
+/// window's draws, its mean CPU before the window's variation and the spread of that variation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CpuLevels {
+    key: u64,
+    cpu_level: f64,
+    sigma_cpu: f64,
 }
 
 /// The seeded usage model. Cheap to clone; `usage` takes `&self` and keeps no state.
@@ -257,22 +271,24 @@ impl UsageModel {
             self.mem_abs.at(self.pos(d.y[2]))
         };
         TaskLevels {
-            key: d.key,
-            cpu_level,
+            cpu: CpuLevels {
+                key: d.key,
+                cpu_level,
+                sigma_cpu: d.sigma_cpu,
+            },
             mem_level,
             max_mean: self.max_mean.at(self.pos(d.y[1])),
             mai: self.mai.at(self.pos(d.y[3])) as f32,
-            sigma_cpu: d.sigma_cpu,
             sigma_mem: d.sigma_mem,
         }
     }
 
     /// `usage` of the task whose `levels` these are, in `window`.
     pub fn usage_at(&self, l: &TaskLevels, window: u32) -> Usage {
-        let cpu = self.cpu_level_at(l, window);
+        let cpu = self.cpu_level_at(&l.cpu, window);
         let max_cpu = (cpu * l.max_mean).clamp(cpu, 1.0);
         let sm = l.sigma_mem;
-        let zm = self.temporal.z(self.normals, l.key, window, 1);
+        let zm = self.temporal.z(self.normals, l.cpu.key, window, 1);
         let fm = fast_exp(sm * zm - 0.5 * sm * sm);
         Usage {
             cpu: cpu as f32,
@@ -285,12 +301,12 @@ impl UsageModel {
     /// `usage_at(l, window).cpu` alone, for less than half the work: a replay needs a task's
     /// other fields only when a planner looks at the task.
     #[inline]
-    pub fn cpu_at(&self, l: &TaskLevels, window: u32) -> f32 {
+    pub fn cpu_at(&self, l: &CpuLevels, window: u32) -> f32 {
         self.cpu_level_at(l, window) as f32
     }
 
     #[inline(always)]
-    fn cpu_level_at(&self, l: &TaskLevels, window: u32) -> f64 {
+    fn cpu_level_at(&self, l: &CpuLevels, window: u32) -> f64 {
         let sc = l.sigma_cpu;
         let zc = self.temporal.z(self.normals, l.key, window, 0);
         let fc = fast_exp(sc * zc - 0.5 * sc * sc);

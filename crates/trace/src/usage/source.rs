@@ -1,7 +1,7 @@
 //! Real rows first, the model otherwise.
 use std::sync::Arc;
 
-use super::{TaskLevels, TaskUsage, Usage, UsageModel};
+use super::{CpuLevels, TaskLevels, TaskUsage, Usage, UsageModel};
 use crate::Run;
 
 /// Where a usage value came from.
@@ -76,11 +76,21 @@ impl UsageSource {
             self.model.usage_at(levels, window)
         } else {
             Usage {
-                cpu: self.model.cpu_at(levels, window),
+                cpu: self.model.cpu_at(&levels.cpu(), window),
                 ..Usage::default()
             }
         };
         (usage, UsageOrigin::Model)
+    }
+
+    /// The CPU `lookup_kept` would give without detail to a task whose levels are drawn, when no
+    /// real row can answer for any task (the source has none): None otherwise. It reads only the
+    /// 24 bytes of `CpuLevels`, for a replay that draws every running task each window.
+    #[inline]
+    pub fn model_cpu(&self, levels: &CpuLevels, window: u32) -> Option<f32> {
+        self.real
+            .is_none()
+            .then(|| self.model.cpu_at(levels, window))
     }
 
     /// True if real rows exist for the task (any window, any run).
@@ -165,5 +175,16 @@ mod tests {
         let only_model = UsageSource::new(None, model.clone());
         assert_eq!(only_model.lookup(&known, 0).1, UsageOrigin::Model);
         assert!(!only_model.has_real(3418309, 0));
+        // Its kept CPU levels give the same CPU as the whole lookup; a source with real rows
+        // leaves every task to `lookup_kept`.
+        for (job, w) in [(1, 1), (3418309, 0), (123_456, 4000)] {
+            let r = run(job, 3, 0, 6000);
+            let mut levels = None;
+            let (cpu_only, _) = only_model.lookup_kept(&r, w, &mut levels, false);
+            let kept = levels.expect("the model drew its levels").cpu();
+            let cpu = only_model.model_cpu(&kept, w).expect("no real rows");
+            assert_eq!(cpu.to_bits(), cpu_only.cpu.to_bits());
+            assert_eq!(late.model_cpu(&kept, w), None);
+        }
     }
 }

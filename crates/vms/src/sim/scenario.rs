@@ -364,8 +364,9 @@ pub enum ScenarioError {
         what: String,
         source: std::io::Error,
     },
-    /// A preset's (`preset NAME`) or a file's (its path) text was refused.
-    #[error("{what}: {source}")]
+    /// A preset's (`preset NAME`) or a file's (its path) text was refused (with the key's line,
+    /// when a check refused a value).
+    #[error("{what}{}: {source}", source.line_suffix())]
     In { what: String, source: ConfigError },
 }
 
@@ -380,15 +381,21 @@ fn preset_names() -> Vec<&'static str> {
 impl Scenario {
     /// A preset's name or a file's path.
     pub fn load(what: &str) -> Result<Scenario, ScenarioError> {
-        let within = |what: String| move |source: ConfigError| ScenarioError::In { what, source };
-        if let Some((_, text)) = PRESETS.iter().find(|(n, _)| *n == what) {
-            return Scenario::parse(text).map_err(within(format!("preset {what}")));
-        }
-        let text = std::fs::read_to_string(what).map_err(|source| ScenarioError::NotFound {
-            what: what.to_string(),
-            source,
-        })?;
-        Scenario::parse(&text).map_err(within(what.to_string()))
+        let (name, text) = match PRESETS.iter().find(|(n, _)| *n == what) {
+            Some((_, text)) => (format!("preset {what}"), text.to_string()),
+            None => {
+                let text =
+                    std::fs::read_to_string(what).map_err(|source| ScenarioError::NotFound {
+                        what: what.to_string(),
+                        source,
+                    })?;
+                (what.to_string(), text)
+            }
+        };
+        Scenario::parse(&text).map_err(|e| ScenarioError::In {
+            what: name,
+            source: e.at_line_in(&text),
+        })
     }
 
     /// Parses and checks a scenario; errors name the key (serde's carry the line).

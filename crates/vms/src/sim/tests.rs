@@ -213,6 +213,23 @@ fn bad_scenarios_name_the_key() {
     assert!(e.contains("spec003-fio-read"), "lists the presets: {e}");
 }
 
+/// A value a check refuses is shown as `file:line: key: problem`.
+#[test]
+fn a_file_error_names_the_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bad.toml");
+    let text = crate::sim::scenario::PRESETS[2]
+        .1
+        .replacen("vms = 8", "vms = 0", 1);
+    let line = 1 + text[..text.find("vms = 0").unwrap()].matches('\n').count();
+    std::fs::write(&path, &text).unwrap();
+    let e = Scenario::load(path.to_str().unwrap())
+        .unwrap_err()
+        .to_string();
+    let want = format!("{}:{line}: apps[0].vms: ", path.display());
+    assert!(e.starts_with(&want), "{e} (wanted {want}…)");
+}
+
 const SHIFTING: &str = include_str!("../../scenarios/shifting-hot-set.toml");
 
 /// The planner's moves and those of random on `s` over `seeds`: (planner moves, of them
