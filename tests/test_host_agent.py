@@ -113,6 +113,14 @@ def flood_with_hogs(scene: HostScene, seconds: float) -> threading.Thread:
     return t
 
 
+def flood_once_watched(scene: HostScene, log: Path, seconds: float = 4.0) -> threading.Thread:
+    """`flood_with_hogs`, started once the agent that logs to `log` has finished a window: an
+    agent slow to start (under libvirt, on a busy host: 4 s seen) would otherwise watch only
+    after a flood started beside it had ended, and find nothing to classify."""
+    assert wait_for(lambda: logged(log) >= 1, 15.0), "the agent logged no window"
+    return flood_with_hogs(scene, seconds)
+
+
 def stop_hogs(scene: HostScene) -> None:
     for i in range(len(scene.guests)):
         scene.hog(i, False)
@@ -160,19 +168,21 @@ def test_plan_once_classifies_the_flooded_guest_and_changes_nothing(scene, tmp_p
 
 @contextlib.contextmanager
 def agent_under_flood(tmp: Path, scene: HostScene, extra: str = "", stop=signal.SIGTERM):
-    """Every guest hogging, a UDP flood into guest 1, and `host run` on the three guests; on exit
-    the agent gets `stop` and is waited for (its return code and stderr in `proc.returncode` and
-    `proc.err`), then the flood and the hogs end."""
-    flood = flood_with_hogs(scene, 4.0)
+    """`host run` on the three guests, then, once it watches, every guest hogging and a UDP flood
+    into guest 1; on exit the agent gets `stop` and is waited for (its return code and stderr in
+    `proc.returncode` and `proc.err`), then the flood and the hogs end."""
     cmd = [str(AGENT), "host", "run", "--config", str(config(tmp, scene, extra))]
     cmd += ["--decision-log", str(tmp / "log.jsonl")]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    flood = None
     try:
+        flood = flood_once_watched(scene, tmp / "log.jsonl")
         yield proc
     finally:
         proc.send_signal(stop)
         _, proc.err = proc.communicate(timeout=20)
-        flood.join()
+        if flood:
+            flood.join()
         stop_hogs(scene)
 
 

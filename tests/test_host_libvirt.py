@@ -24,7 +24,7 @@ from test_agent_pseudo_nodes import AGENT, config_line
 from test_host_agent import (
     POOLS,
     cpuset_of,
-    flood_with_hogs,
+    flood_once_watched,
     need_agent_host,
     rq,
     rx_ring_run,
@@ -117,11 +117,12 @@ def test_run_builds_the_pools_keeps_libvirts_pinning_and_sigterm_puts_everything
     before = state(scene)
     g0, g1 = scene.guests[0], scene.guests[1]
     assert before[g0.vcpu_tids()[1]][2] == "1", before
-    flood = flood_with_hogs(scene, 4.0)
     log = tmp_path / "log.jsonl"
     cmd = [str(AGENT), "host", "run", "--config", str(config(tmp_path, scene)), "--decision-log", str(log)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    flood = None
     try:
+        flood = flood_once_watched(scene, log)
         assert wait_for(lambda: cpuset_of(g1.pid, g1.vcpu_tids()[0]) == "/colosched-host-nsvm", 8.0), (
             "no pools"
         )
@@ -139,7 +140,8 @@ def test_run_builds_the_pools_keeps_libvirts_pinning_and_sigterm_puts_everything
     finally:
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=20)
-        flood.join()
+        if flood:
+            flood.join()
         stop_hogs(scene)
     assert proc.returncode == 0, err
     assert "put back 4 thread(s)" in err, err
@@ -158,17 +160,20 @@ def test_run_builds_the_pools_keeps_libvirts_pinning_and_sigterm_puts_everything
 def test_restore_after_sigkill_puts_back_libvirts_groups(scene, tmp_path):
     before = state(scene)
     g1 = scene.guests[1]
-    flood = flood_with_hogs(scene, 4.0)
-    cmd = [str(AGENT), "host", "run", "--config", str(config(tmp_path, scene))]
+    log = tmp_path / "log.jsonl"
+    cmd = [str(AGENT), "host", "run", "--config", str(config(tmp_path, scene)), "--decision-log", str(log)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    flood = None
     try:
+        flood = flood_once_watched(scene, log)
         assert wait_for(lambda: cpuset_of(g1.pid, g1.vcpu_tids()[0]) == "/colosched-host-nsvm", 8.0), (
             "no pools"
         )
     finally:
         proc.kill()
         proc.communicate(timeout=20)
-        flood.join()
+        if flood:
+            flood.join()
         stop_hogs(scene)
     assert POOLS[0].exists() and state(scene) != before, "SIGKILL left the changes in place"
     r = agent("restore", "--state-file", str(tmp_path / "state.json"))

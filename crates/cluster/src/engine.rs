@@ -62,6 +62,7 @@ struct Live {
     levels: Option<CpuLevels>,
 }
 
+/// The rest of a running task (see `Live`).
 #[derive(Clone, Copy, Debug)]
 struct Rest {
     run: Run,
