@@ -14,6 +14,8 @@ host agent (`colosched-agent host run`):
     pools    the agent with both slices 0: the cpuset pools alone
     full     the agent as it ships: pools + slices 1 ms / 30 ms
     full-r   full, also reading guest 1's virtio-net RX ring fill through QMP (`rx_ring`)
+    full-n0  full with the NNVM pool's slice left at the kernel default (`nnvm_slice_ms = 0`), as
+             the simulator's diff-eevdf leaves it on the spec 002 presets
     *-f      (TCP) the same with guest 1 made NSVM for the whole cell: a 0.5 s UDP burst makes
              its tap drop, a hold of 1000 windows keeps it NSVM (what an agent that could see the
              ring's fill would do; a TCP stream alone never makes this tap drop)
@@ -66,12 +68,27 @@ POOLS = [Path("/sys/fs/cgroup/cpuset/colosched-host-nsvm"), Path("/sys/fs/cgroup
 # so that an agent here never takes another engineer's test guests for ours, nor theirs ours.
 SCENE_NAME = "hx"
 NAMES = [f"{SCENE_NAME}{i}" for i in range(3)]
-VARIANTS = ["alone", "none", "slices", "pools", "full", "full-r", "slices-f", "pools-f", "full-f"]
+VARIANTS = [
+    "alone",
+    "none",
+    "slices",
+    "pools",
+    "full",
+    "full-r",
+    "slices-f",
+    "pools-f",
+    "full-f",
+    "full-n0",
+    "full-n0-f",
+]
 DEFAULT_VARIANTS = {"tcp": VARIANTS, "udp": VARIANTS[:6]}
 AGENT_EXTRA = {  # the [pools] table of each agent variant
     "slices": "[pools]\ncpusets = false\n",
     "pools": "[pools]\nnsvm_slice_ms = 0\nnnvm_slice_ms = 0\n",
     "full": "",
+    # The agent in full but the NNVM pool's slice left at the kernel default, as the simulator's
+    # diff-eevdf leaves it on the spec 002 presets: which of 30 ms and the default serves guest 1?
+    "full-n0": "[pools]\nnnvm_slice_ms = 0\n",
 }
 # "-f": guest 1 made NSVM for the whole cell. A TCP stream never makes the tap drop here (its window
 # is smaller than the tap's queue), so the agent never acts on TCP by itself. In a "-f" cell a
@@ -94,6 +111,7 @@ SIM = {
     "slices": ("-slices", "eevdf"),
     "pools": ("", "diff-eevdf"),
     "full": ("-slices", "diff-eevdf"),
+    "full-n0": ("", "diff-eevdf"),
 }
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # The traffic source and the pings play spec 002's peer machine T: they must offer the same load
