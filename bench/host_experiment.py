@@ -10,12 +10,13 @@ host agent (`colosched-agent host run`):
 
     alone    guest 1 streaming with no hog anywhere and no agent (the paper's Queue-0 reference)
     none     every guest hogging, no agent (Linux EEVDF as it is)
-    slices   the agent with `[pools] cpusets = false`: short/long EEVDF slices, no cpuset pools
+    slices   the agent with `[pools] cpusets = false`, `nnvm_slice_ms = 30`: the paper's short/long
+             slices as EEVDF slices, no cpuset pools
     pools    the agent with both slices 0: the cpuset pools alone
-    full     the agent as it ships: pools + slices 1 ms / 30 ms
+    full     the agent as it ships: pools, the NSVMs' slice 1 ms, the NNVMs' left as they are
     full-r   full, also reading guest 1's virtio-net RX ring fill through QMP (`rx_ring`)
-    full-n0  full with the NNVM pool's slice left at the kernel default (`nnvm_slice_ms = 0`), as
-             the simulator's diff-eevdf leaves it on the spec 002 presets
+    full-n30 full with the NNVM pool's slice at the paper's 30 ms (`nnvm_slice_ms = 30`: what `full`
+             was until 2026-11-28)
     *-f      (TCP) the same with guest 1 made NSVM for the whole cell: a 0.5 s UDP burst makes
              its tap drop, a hold of 1000 windows keeps it NSVM (what an agent that could see the
              ring's fill would do; a TCP stream alone never makes this tap drop)
@@ -78,17 +79,17 @@ VARIANTS = [
     "slices-f",
     "pools-f",
     "full-f",
-    "full-n0",
-    "full-n0-f",
+    "full-n30",
+    "full-n30-f",
 ]
 DEFAULT_VARIANTS = {"tcp": VARIANTS, "udp": VARIANTS[:6]}
 AGENT_EXTRA = {  # the [pools] table of each agent variant
-    "slices": "[pools]\ncpusets = false\n",
+    "slices": "[pools]\ncpusets = false\nnnvm_slice_ms = 30\n",
     "pools": "[pools]\nnsvm_slice_ms = 0\nnnvm_slice_ms = 0\n",
     "full": "",
-    # The agent in full but the NNVM pool's slice left at the kernel default, as the simulator's
-    # diff-eevdf leaves it on the spec 002 presets: which of 30 ms and the default serves guest 1?
-    "full-n0": "[pools]\nnnvm_slice_ms = 0\n",
+    # The agent in full with the NNVM pool's slice at the paper's 30 ms (its default until
+    # 2026-11-28): which of 30 ms and the kernel's default serves guest 1?
+    "full-n30": "[pools]\nnnvm_slice_ms = 30\n",
 }
 # "-f": guest 1 made NSVM for the whole cell. A TCP stream never makes the tap drop here (its window
 # is smaller than the tap's queue), so the agent never acts on TCP by itself. In a "-f" cell a
@@ -110,8 +111,8 @@ SIM = {
     "none": ("", "eevdf"),
     "slices": ("-slices", "eevdf"),
     "pools": ("", "diff-eevdf"),
-    "full": ("-slices", "diff-eevdf"),
-    "full-n0": ("", "diff-eevdf"),
+    "full": ("", "diff-eevdf"),
+    "full-n30": ("-slices", "diff-eevdf"),
 }
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # The traffic source and the pings play spec 002's peer machine T: they must offer the same load

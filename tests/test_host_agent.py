@@ -201,11 +201,16 @@ def pools_built(scene: HostScene) -> bool:
     return POOLS[0].exists() and cpuset_of(g1.pid, g1.vcpu_tids()[0]) == "/colosched-host-nsvm"
 
 
-def check_pools(scene: HostScene) -> None:
-    """guest 1's vCPU in the NSVM pool with a 1 ms slice; the others in the NNVM pool with 30 ms."""
+def check_pools(scene: HostScene, before: dict[int, tuple[str, int]]) -> None:
+    """guest 1's vCPU in the NSVM pool with a 1 ms slice; the others in the NNVM pool with the
+    slice they had (the default config leaves the NNVMs' slice)."""
     for g in scene.guests:
-        want = ("/colosched-host-nsvm", 1_000_000) if g.index == 1 else ("/colosched-host-nnvm", 30_000_000)
         for t in g.vcpu_tids():
+            want = (
+                ("/colosched-host-nsvm", 1_000_000)
+                if g.index == 1
+                else ("/colosched-host-nnvm", before[t][1])
+            )
             assert (cpuset_of(g.pid, t), slice_ns(t)) == want, (g.index, t)
     ns, nn = ((p / "cpuset.cpus").read_text().strip() for p in POOLS)
     assert (ns, nn) == ("0", "1"), (ns, nn)
@@ -217,7 +222,7 @@ def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
     before = snapshot(scene)
     with agent_under_flood(tmp_path, scene) as proc:
         assert wait_for(lambda: pools_built(scene), 5.0), "no pools"
-        check_pools(scene)
+        check_pools(scene, before)
         assert (tmp_path / "state.json").exists()
     assert proc.returncode == 0, proc.err
     assert "put back 4 thread(s)" in proc.err, proc.err
@@ -233,7 +238,8 @@ def test_run_builds_the_pools_and_sigterm_puts_everything_back(scene, tmp_path):
 def test_slices_alone_make_no_pools_and_are_put_back(scene, tmp_path):
     before = snapshot(scene)
     g1 = scene.guests[1]
-    with agent_under_flood(tmp_path, scene, "[pools]\ncpusets = false") as proc:
+    # Both slices set, so the NNVMs' long one is applied and put back for real too.
+    with agent_under_flood(tmp_path, scene, "[pools]\ncpusets = false\nnnvm_slice_ms = 30") as proc:
         assert wait_for(lambda: slice_ns(g1.vcpu_tids()[0]) == 1_000_000, 5.0), "no short slice"
         for g in scene.guests:
             for t in g.vcpu_tids():

@@ -1,9 +1,10 @@
 """`colosched migrate vms` for real: a TCG guest live-migrated between two QEMU processes on this
 machine (standing for two hypervisors), over loopback.
 
-Each test boots a source guest (256 MiB, 1 vCPU, no network, a QMP socket in the test's tmp dir)
-whose /init prints `COUNT n` on the serial console five times a second, then runs the executor
-as a user does (`python -m colosched.cli migrate vms …`). Every QEMU a test starts, the
+Each test that migrates boots its own source guest (256 MiB, 1 vCPU, no network, a QMP socket
+in the test's tmp dir); the tests whose executor must start nothing share one (`untouched`). The
+guest's /init prints `COUNT n` on the serial console five times a second; the tests run the
+executor as a user does (`python -m colosched.cli migrate vms …`). Every QEMU a test starts, the
 executor's destinations included (found by their run_dir on the command line), is killed in a
 finalizer.
 """
@@ -161,6 +162,19 @@ def cluster(tmp_path, images):
         c.close()
 
 
+@pytest.fixture(scope="module")
+def untouched(tmp_path_factory, images):
+    """One source guest for the tests whose executor must start nothing (dry runs, bad input),
+    booted once for all of them: each test writes its own config and plan, and checks that
+    the source still runs and that no destination or run_dir appeared."""
+    c = Cluster(tmp_path_factory.mktemp("untouched"), images)
+    try:
+        c.boot()
+        yield c
+    finally:
+        c.close()
+
+
 def reports(stdout: str) -> tuple[list[dict], dict]:
     """The executor's --json lines: one object per migration, then the summary."""
     lines = [json.loads(line) for line in stdout.splitlines()]
@@ -172,24 +186,24 @@ def left_in(run_dir: Path) -> list[str]:
     return sorted(p.name for p in run_dir.iterdir()) if run_dir.exists() else []
 
 
-def test_dry_run_prints_the_migration_and_changes_nothing(cluster):
-    cluster.write(link_mbps=1000, bw_cap=0.4)
-    r = cluster.run()
+def test_dry_run_prints_the_migration_and_changes_nothing(untouched):
+    untouched.write(link_mbps=1000, bw_cap=0.4)
+    r = untouched.run()
     assert r.returncode == 0, r.stderr
     assert "dry run" in r.stdout and "nothing started" in r.stdout, r.stdout
     line = re.search(r"wave 1: zk1 h0 -> h1  uri tcp:127\.0\.0\.1:(\d+)  max-bandwidth (\d+) B/s", r.stdout)
     assert line, r.stdout
     assert int(line.group(2)) == 50_000_000, "0.4 × 1000 Mbit/s in bytes/s"
-    r = cluster.run("--dry-run", "--json")
+    r = untouched.run("--dry-run", "--json")
     assert r.returncode == 0, r.stderr
     moves, summary = reports(r.stdout)
     assert [(m["vm"], m["from"], m["to"], m["status"]) for m in moves] == [("zk1", "h0", "h1", "planned")]
     assert summary["dry_run"] and summary["migrations"] == 1 and summary["completed"] == 0
     # Nothing changed: the source runs on, no destination, not even the run_dir.
-    assert cluster.source.poll() is None
-    assert cluster.source_status() == "running"
-    assert cluster.destinations() == []
-    assert not cluster.run_dir.exists()
+    assert untouched.source.poll() is None
+    assert untouched.source_status() == "running"
+    assert untouched.destinations() == []
+    assert not untouched.run_dir.exists()
 
 
 def test_execute_moves_the_vm_at_the_capped_bandwidth_and_back_uncapped(cluster):
@@ -262,19 +276,19 @@ def test_execute_moves_the_vm_at_the_capped_bandwidth_and_back_uncapped(cluster)
         ),
     ],
 )
-def test_bad_config_or_plan_exits_2_naming_the_key_and_starts_nothing(cluster, change, where, needle):
-    cluster.write()
-    path = cluster.config if where == "config" or "host =" in change[0] else cluster.plan
+def test_bad_config_or_plan_exits_2_naming_the_key_and_starts_nothing(untouched, change, where, needle):
+    untouched.write()
+    path = untouched.config if where == "config" or "host =" in change[0] else untouched.plan
     text = path.read_text()
     assert change[0] in text
     path.write_text(text.replace(change[0], change[1]))
-    target = cluster.plan if where == "plan" else cluster.config
-    r = cluster.run("--execute")
+    target = untouched.plan if where == "plan" else untouched.config
+    r = untouched.run("--execute")
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert f"{target}: {needle}" in r.stderr, r.stderr
     assert r.stdout == ""
-    assert cluster.destinations() == [] and not cluster.run_dir.exists()
-    assert cluster.source_status() == "running"
+    assert untouched.destinations() == [] and not untouched.run_dir.exists()
+    assert untouched.source_status() == "running"
 
 
 def slow_run(cluster, *flags: str) -> tuple[subprocess.Popen, Path]:
@@ -400,11 +414,11 @@ def test_a_leftover_destination_that_received_the_vm_is_left_alone_and_named(clu
     assert left_in(cluster.run_dir) == ["zk1.h1.log", "zk1.h1.pid", "zk1.h1.qmp"]
 
 
-def test_per_cluster_in_the_executor_config_is_refused(cluster):
-    cluster.write(extra="per_cluster = 2\n")
-    r = cluster.run("--execute")
+def test_per_cluster_in_the_executor_config_is_refused(untouched):
+    untouched.write(extra="per_cluster = 2\n")
+    r = untouched.run("--execute")
     assert r.returncode == 2, (r.stdout, r.stderr)
-    line = cluster.config.read_text().splitlines().index("per_cluster = 2") + 1
-    assert f"{cluster.config}:{line}: migrate.per_cluster: not an executor key" in r.stderr, r.stderr
+    line = untouched.config.read_text().splitlines().index("per_cluster = 2") + 1
+    assert f"{untouched.config}:{line}: migrate.per_cluster: not an executor key" in r.stderr, r.stderr
     assert "plan vms --per-cluster" in r.stderr
-    assert cluster.destinations() == [] and not cluster.run_dir.exists()
+    assert untouched.destinations() == [] and not untouched.run_dir.exists()

@@ -110,7 +110,7 @@ pub fn scheduler_seeded(
             problem: e.to_string(),
         }
     };
-    let diff = |pool: PoolScheduler| Diff::new(&topo, scenario.diff_params(pool), pool, seed);
+    let diff = |pool: PoolScheduler| Diff::new(&topo, scenario.diff_params(), pool, seed);
     Ok(match name {
         "credit" => Box::new(Credit::new(&topo, CreditParams::default())),
         "eevdf" => Box::new(Eevdf::new(&topo, EevdfParams::linux(host.cores.len()))),

@@ -131,7 +131,12 @@ impl Default for HostConfig {
             cgroup2_root: PathBuf::from("/sys/fs/cgroup"),
             cgroup: None,
             thresholds: diff.thresholds,
-            pools: diff.pools,
+            // The plan carries the slices the agent gives (a file sets both, below).
+            pools: PoolParams {
+                ns_slice_ms: diff.nsvm_slice_ms,
+                nn_slice_ms: diff.nnvm_slice_ms,
+                ..diff.pools
+            },
             nsvm_slice_ms: diff.nsvm_slice_ms,
             nnvm_slice_ms: diff.nnvm_slice_ms,
             cpusets: true,
@@ -508,7 +513,7 @@ mod tests {
         assert_eq!(c.cgroup, None, "auto");
         assert_eq!((c.interval_ms, c.window_ms, c.hold_windows), (10, 100, 10));
         assert_eq!(c.hold_max_windows, 80);
-        assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (1.0, 30.0));
+        assert_eq!((c.nsvm_slice_ms, c.nnvm_slice_ms), (1.0, 0.0));
         assert_eq!(c.thresholds, NsvmThresholds::default());
         let c = HostConfig::parse(
             r#"

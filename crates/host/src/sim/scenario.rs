@@ -61,7 +61,7 @@
 //! [diff]                         # optional: spec 002's parameters (`decide::diff::DiffParams`)
 //! window_ms = 100                # for diff and diff-eevdf; every key is optional and
 //! hold_windows = 10              # defaults to the real host agent's value
-//! nnvm_slice_ms = 30
+//! nnvm_slice_ms = 0              # diff-eevdf: the NNVMs' slice, 0 = their own
 //! ```
 
 use std::path::{Path, PathBuf};
@@ -70,7 +70,7 @@ use serde::Deserialize;
 
 use super::model::{Core, Host, Vm, Workload};
 use super::net::{Network, Protocol};
-use super::sched::{DiffParams, PoolScheduler};
+use super::sched::DiffParams;
 use colosched_sys::config::{from_toml, read, ConfigError, ReadError};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -178,7 +178,7 @@ struct DiffFile {
 }
 
 /// `[diff]`, checked: the parameters of `decide::diff::DiffParams` the file sets; the others
-/// keep the default of the scheduler that runs it (`PoolScheduler::defaults`).
+/// keep the decision's default (`DiffParams::default`).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DiffKeys {
     pub window_ms: Option<u32>,
@@ -480,10 +480,10 @@ impl Scenario {
         Ok(())
     }
 
-    /// Diff's parameters for a run whose pools are run by `pool`: its defaults
-    /// (`PoolScheduler::defaults`) with what `[diff]` sets.
-    pub fn diff_params(&self, pool: PoolScheduler) -> DiffParams {
-        let (d, k) = (pool.defaults(), &self.diff);
+    /// Diff's parameters: the decision's defaults (`DiffParams::default`, the real agent's too)
+    /// with what `[diff]` sets.
+    pub fn diff_params(&self) -> DiffParams {
+        let (d, k) = (DiffParams::default(), &self.diff);
         let hold_windows = k.hold_windows.unwrap_or(d.hold_windows);
         let t = d.thresholds;
         let mut p = DiffParams {
@@ -997,8 +997,8 @@ mod tests {
     #[test]
     fn diff_takes_the_decisions_defaults_and_what_the_file_sets() {
         let s = Scenario::parse(NET).unwrap();
-        assert_eq!(s.diff_params(PoolScheduler::Credit), DiffParams::default());
-        assert_eq!(s.diff_params(PoolScheduler::Eevdf).nnvm_slice_ms, 0.0);
+        assert_eq!(s.diff_params(), DiffParams::default());
+        assert_eq!(s.diff_params().nnvm_slice_ms, 0.0);
         let text = NET.replacen(
             "horizon_ms = 1000",
             "horizon_ms = 1000\n[diff]\nwindow_ms = 200\nhold_windows = 100\nql_th = 100\n\
@@ -1006,9 +1006,7 @@ mod tests {
              credit_nsvm_slice_ms = 2\nnonempty_pool_floor = false",
             1,
         );
-        let p = Scenario::parse(&text)
-            .unwrap()
-            .diff_params(PoolScheduler::Eevdf);
+        let p = Scenario::parse(&text).unwrap().diff_params();
         assert_eq!((p.window_ms, p.hold_windows), (200, 100));
         assert_eq!(
             p.hold_max_windows, 100,

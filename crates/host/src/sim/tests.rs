@@ -54,12 +54,7 @@ fn run(host: &Host, vms: &[Vm], scheduler: &str, horizon_ms: u64) -> SimResult {
         "diff-eevdf" => simulate(
             host,
             vms,
-            &mut Diff::new(
-                &topo,
-                PoolScheduler::Eevdf.defaults(),
-                PoolScheduler::Eevdf,
-                1,
-            ),
+            &mut Diff::new(&topo, DiffParams::default(), PoolScheduler::Eevdf, 1),
             &cfg,
         ),
         "ia-rotate" => {
@@ -471,7 +466,7 @@ proptest! {
         all.extend(vms);
         let topo = Topology::new(&host, &all);
         let pool = if eevdf { PoolScheduler::Eevdf } else { PoolScheduler::Credit };
-        let params = DiffParams { hold_windows: 0, window_ms: 20, ..pool.defaults() };
+        let params = DiffParams { hold_windows: 0, window_ms: 20, ..DiffParams::default() };
         let mut diff = Diff::new(&topo, params, pool, seed);
         let cfg = RunConfig { horizon: 400 * MS, record_intervals: true, seed: 0, net_quantum: NET_QUANTUM, shuffle_start: false };
         let r = simulate(&host, &all, &mut diff, &cfg);
@@ -705,7 +700,7 @@ fn diff_and_diff_eevdf_confine_an_nsvm_to_its_own_pool() {
         shuffle_start: false,
     };
     for pool in [PoolScheduler::Credit, PoolScheduler::Eevdf] {
-        let mut diff = Diff::new(&topo, pool.defaults(), pool, 5);
+        let mut diff = Diff::new(&topo, DiffParams::default(), pool, 5);
         let r = simulate(&host, &vms, &mut diff, &cfg);
         check_invariants(&host, &r);
         let name = diff.name();

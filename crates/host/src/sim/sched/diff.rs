@@ -10,7 +10,7 @@
 //!   a pool's `tslice`.
 //! - `diff-eevdf`: each pool is a core set run by `Eevdf`; the NSVM pool's vCPU threads get a
 //!   short slice (`sched_setattr`'s `sched_runtime`, `DiffParams::nsvm_slice_ms`, 1 ms),
-//!   the others keep theirs (`EEVDF_NNVM_SLICE_MS`).
+//!   the others keep theirs (`DiffParams::nnvm_slice_ms`, 0), as the real agent does.
 //!
 //! At start every core is in the NNVM pool (spec §2.6). A pool that would hold VMs but no core
 //! (only when a single core is usable) is not built: every VM stays in the NNVM pool. A rebuild
@@ -47,25 +47,6 @@ use colosched_core::Rng;
 pub enum PoolScheduler {
     Credit,
     Eevdf,
-}
-
-/// The NNVMs' slice under `diff-eevdf` unless a scenario sets `[diff] nnvm_slice_ms`: 0, their
-/// own (Linux's base slice), where the real agent gives them `DiffParams::nnvm_slice_ms` (30 ms).
-/// Kept so that the bundled presets' figures do not move; see docs/host-sim.md ("diff-eevdf").
-pub const EEVDF_NNVM_SLICE_MS: f64 = 0.0;
-
-impl PoolScheduler {
-    /// The decision's defaults as this pool scheduler runs them: `diff-eevdf` leaves the NNVMs'
-    /// slice (`EEVDF_NNVM_SLICE_MS`).
-    pub fn defaults(self) -> DiffParams {
-        match self {
-            PoolScheduler::Credit => DiffParams::default(),
-            PoolScheduler::Eevdf => DiffParams {
-                nnvm_slice_ms: EEVDF_NNVM_SLICE_MS,
-                ..DiffParams::default()
-            },
-        }
-    }
 }
 
 struct Pool {
