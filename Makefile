@@ -70,8 +70,8 @@ lint: venv
 	shellcheck $$(git ls-files '*.sh')
 	cargo fmt --all --check
 	cargo clippy --release --workspace --all-targets -- -D warnings
-	$(VENV)/bin/ruff check python tests bench scripts
-	$(VENV)/bin/ruff format --check python tests bench scripts
+	$(VENV)/bin/ruff check python tests bench scripts conftest.py
+	$(VENV)/bin/ruff format --check python tests bench scripts conftest.py
 
 bench: build
 	$(PY) bench/run.py

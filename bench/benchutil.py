@@ -35,6 +35,52 @@ def steal_fraction(before: tuple[int, int], after: tuple[int, int]) -> float:
     return (after[0] - before[0]) / max(1, after[1] - before[1])
 
 
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu() -> dict[int, tuple[str, int, int]]:
+    """Every process: (comm, utime+stime ticks, ppid)."""
+    out = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                text = (d / "stat").read_text()
+            except OSError:
+                continue
+            comm = text[text.index("(") + 1 : text.rindex(")")]
+            f = text.rsplit(")", 1)[1].split()
+            out[int(d.name)] = (comm, int(f[11]) + int(f[12]), int(f[1]))
+    return out
+
+
+def foreign_cpu(a: dict, b: dict, ours: set[int], seconds: float) -> tuple[float, list[str]]:
+    """CPUs used between two proc_cpu() readings by user processes not ours (kernel threads,
+    which do the taps' work, count as ours); the three busiest, named. A process counts as ours
+    if it or its parent is in `ours`."""
+    used = []
+    for pid, (comm, ticks, ppid) in b.items():
+        if pid in ours or ppid in ours or ppid == 2 or pid == 2:
+            continue
+        d = ticks - a.get(pid, (comm, 0, ppid))[1]
+        if d > 0:
+            used.append((d / CLK_TCK, f"{comm}[{pid}]"))
+    used.sort(reverse=True)
+    return sum(u for u, _ in used) / max(seconds, 1e-9), [f"{n} {u:.2f}s" for u, n in used[:3]]
+
+
+def descendants(procs: dict[int, tuple[str, int, int]], root: int) -> set[int]:
+    """`root` and every process below it in a proc_cpu() reading."""
+    children: dict[int, list[int]] = {}
+    for pid, (_, _, ppid) in procs.items():
+        children.setdefault(ppid, []).append(pid)
+    ours, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        ours.add(pid)
+        todo.extend(children.get(pid, []))
+    return ours
+
+
 def cpu_times(cpu: int) -> tuple[int, int]:
     """(busy, steal) jiffies of `cpu` from /proc/stat (busy: everything but idle, iowait, steal)."""
     with open("/proc/stat") as f:

@@ -59,6 +59,7 @@ import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
+from benchutil import foreign_cpu, proc_cpu  # noqa: E402
 from host_guest.scene import Guest, HostScene  # noqa: E402
 
 AGENT = REPO / "target" / "x86_64-unknown-linux-gnu" / "release" / "colosched-agent"
@@ -114,7 +115,6 @@ SIM = {
     "full": ("", "diff-eevdf"),
     "full-n30": ("-slices", "diff-eevdf"),
 }
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 # The traffic source and the pings play spec 002's peer machine T: they must offer the same load
 # whatever the variant does to the host's CPUs, so they run at this nice (weight 9548 against a
 # vCPU thread's 1024) and get the few tenths of a CPU they ask for whenever they ask.
@@ -130,35 +130,6 @@ def _interrupt(signum, _frame):
 
 
 # --- what the host shows -------------------------------------------------------------------------
-
-
-def proc_cpu() -> dict[int, tuple[str, int, int]]:
-    """Every process: (comm, utime+stime ticks, ppid)."""
-    out = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                text = (d / "stat").read_text()
-            except OSError:
-                continue
-            comm = text[text.index("(") + 1 : text.rindex(")")]
-            f = text.rsplit(")", 1)[1].split()
-            out[int(d.name)] = (comm, int(f[11]) + int(f[12]), int(f[1]))
-    return out
-
-
-def foreign_cpu(a: dict, b: dict, ours: set[int], seconds: float) -> tuple[float, list[str]]:
-    """CPUs used between two proc_cpu() readings by user processes not ours (kernel threads,
-    which do the taps' work, count as ours); the three busiest, named."""
-    used = []
-    for pid, (comm, ticks, ppid) in b.items():
-        if pid in ours or ppid in ours or ppid == 2 or pid == 2:
-            continue
-        d = ticks - a.get(pid, (comm, 0, ppid))[1]
-        if d > 0:
-            used.append((d / CLK_TCK, f"{comm}[{pid}]"))
-    used.sort(reverse=True)
-    return sum(u for u, _ in used) / max(seconds, 1e-9), [f"{n} {u:.2f}s" for u, n in used[:3]]
 
 
 def cpu_ticks() -> dict[str, list[int]]:

@@ -26,7 +26,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchutil import remove_cgroups, steal_fraction, steal_ticks, vcpus_kept_awake  # noqa: E402
+from benchutil import (  # noqa: E402
+    CLK_TCK,
+    descendants,
+    foreign_cpu,
+    proc_cpu,
+    remove_cgroups,
+    steal_fraction,
+    steal_ticks,
+    vcpus_kept_awake,
+)
 
 MEMCG = Path("/sys/fs/cgroup/memory")
 CC = shutil.which("cc")
@@ -109,6 +118,23 @@ def test_steal_fraction_is_a_share_of_the_ticks_between_two_readings():
     assert b[1] > a[1] and b[0] >= a[0]
     assert 0.0 <= steal_fraction(a, b) <= 1.0
     assert steal_fraction((10, 100), (15, 200)) == 0.05
+
+
+def test_others_cpu_leaves_out_our_tree_and_kernel_threads_and_names_the_busiest():
+    # (comm, ticks, ppid): 1 init, 2 kthreadd, 10 us (pytest), 11 our child, 12 its child,
+    # 20 a kernel thread, 30 and 31 someone else's build.
+    a = {1: ("init", 0, 0), 2: ("kthreadd", 0, 0), 10: ("pytest", 0, 1), 11: ("qemu", 0, 10)}
+    a |= {12: ("sh", 0, 11), 20: ("kworker", 0, 2), 30: ("cargo", 0, 1), 31: ("rustc", 0, 30)}
+    b = {pid: (comm, 3 * CLK_TCK, ppid) for pid, (comm, _, ppid) in a.items()}
+    b[40] = ("ld", CLK_TCK, 31)  # born between the readings: all its time counts
+    ours = descendants(b, 10)
+    assert ours == {10, 11, 12}
+    used, top = foreign_cpu(a, b, ours, 2.0)
+    # init 3 s, cargo 3 s, rustc 3 s, ld 1 s over 2 s; not kthreadd, the kworker or our tree.
+    assert used == 5.0
+    assert top == ["rustc[31] 3.00s", "init[1] 3.00s", "cargo[30] 3.00s"]
+    # On this machine: this process is in its own tree.
+    assert os.getpid() in descendants(proc_cpu(), os.getpid())
 
 
 @needs_cc
