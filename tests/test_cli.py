@@ -409,3 +409,33 @@ def test_output_closed_early_ends_quietly_as_sigpipe_would(tmp_path):
         os.close(write)
     assert r.returncode == 141 and r.stderr == "", r.stderr
     assert (out / "vms.parquet").exists()
+
+
+def test_a_ctrl_c_during_a_write_takes_effect_once_the_file_is_whole(tmp_path):
+    """`outputs.atomic_write` holds SIGINT while it writes and renames (polars, interrupted
+    mid-write, returns while its writer thread may still create the temporary file)."""
+    import signal
+
+    from colosched.outputs import atomic_write
+
+    frame = pl.DataFrame({"x": list(range(1000))})
+
+    def write(tmp: Path) -> None:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C half-way through
+        frame.write_parquet(tmp)
+
+    target = tmp_path / "t.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, write)
+    assert pl.read_parquet(target).equals(frame), "the interrupted write was completed first"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"], "no temporary file left"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the handler is put back"
+
+    def half(tmp: Path) -> None:
+        tmp.write_text("half")
+        raise OSError("disk full")
+
+    # An error in the write leaves nothing behind, and no signal is made up.
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(tmp_path / "u.parquet", half)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.parquet"]

@@ -3,8 +3,11 @@ so an interrupted run never leaves a file that looks complete; report.html is wr
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +17,35 @@ from colosched.cluster import Result
 
 
 def atomic_write(path: Path, write) -> Path:
-    """Calls `write(tmp_path)` then renames tmp_path to `path`."""
+    """Calls `write(tmp_path)` then renames tmp_path to `path`. A Ctrl-C (SIGINT) meanwhile
+    takes effect once the file is in place: polars checks for it while it writes and, when
+    interrupted, returns while its writer thread may still be creating the file, which would then
+    outlive the cleanup below (a sweep interrupted so left a `.…parquet.tmp-PID` behind)."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        write(tmp)
-        os.replace(tmp, path)
+        with _sigint_held():
+            write(tmp)
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return path
+
+
+@contextlib.contextmanager
+def _sigint_held():
+    """SIGINT received in the block is delivered again when it ends, with the handler of before
+    (Python's: KeyboardInterrupt). Only the main thread has signal handlers; elsewhere, a no-op."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGINT) is None:
+        yield
+        return
+    held: list[int] = []
+    before = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
+        if held:
+            signal.raise_signal(signal.SIGINT)
 
 
 Tables = dict[str, pl.DataFrame]

@@ -300,7 +300,8 @@ impl Default for PoolParams {
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DiffParams {
     pub thresholds: NsvmThresholds,
-    /// The pool plan's settings; its slices are the Credit slices (5 ms / 30 ms).
+    /// The pool plan's settings; its slices are the Credit slices (5 ms / 30 ms) in the
+    /// simulator's `diff`; in the real agent, the EEVDF slices of host.toml's `[pools]`.
     pub pools: PoolParams,
     /// T_s: one classification and plan per window (100 ms); samples come every 10 ms (T_m).
     pub window_ms: u32,
@@ -312,8 +313,9 @@ pub struct DiffParams {
     /// On Linux (EEVDF): the slice the NSVMs' vCPU threads ask for (1 ms; 0 = leave theirs).
     pub nsvm_slice_ms: f64,
     /// On Linux: the NNVMs' slice (0 = leave theirs, the kernel's default). The paper's 30 ms
-    /// Credit slice never served a VM better on EEVDF where it was measured (docs/host-experiment.md,
-    /// "The NNVM slice"), so the agent leaves these threads alone unless told.
+    /// Credit slice served no VM better on EEVDF where it was measured
+    /// (docs/host-experiment.md, "The NNVM slice"), so the agent leaves these threads alone
+    /// unless told.
     pub nnvm_slice_ms: f64,
 }
 
