@@ -164,5 +164,12 @@ impl Drop for Parked {
         if let Some(t) = self.thread.take() {
             t.join().unwrap();
         }
+        // The join returns when the kernel clears the thread's tid, a moment before the thread
+        // leaves /proc: wait for that too (at most 5 s), so that a test sees a dropped one gone.
+        let task = format!("/proc/self/task/{}", self.tid);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while Path::new(&task).exists() && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }
