@@ -407,8 +407,11 @@ def simulate(proto: str, seeds: int) -> dict:
     import polars as pl
 
     cli = Path(sys.executable).parent / "colosched"
-    out = {}
+    out, done = {}, {}  # variants with the same stand-in (pools, full) share its run
     for variant, (suffix, sched) in SIM.items():
+        if (suffix, sched) in done:
+            out[variant] = done[suffix, sched]
+            continue
         scenario = SCENARIOS / f"{proto}{suffix}.toml"
         with tempfile.TemporaryDirectory() as d:
             cmd = [
@@ -432,7 +435,7 @@ def simulate(proto: str, seeds: int) -> dict:
             vms = [json.loads(x) for x in r.stdout.splitlines() if x.startswith("{")]
             pings = pl.read_parquet(Path(d) / "pings.parquet")
             rtts = pings.filter(pl.col("vm") == "vm1")["rtt_ms"].to_list() if len(pings) else []
-        out[variant] = {
+        out[variant] = done[suffix, sched] = {
             "command": shlex.join(cmd),
             "scheduler": sched,
             "scenario": str(scenario.relative_to(REPO)),
