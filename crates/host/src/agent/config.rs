@@ -608,6 +608,15 @@ mod tests {
                 "pools.nsvm_slice_ms: must be",
             ),
             (
+                "vms.all = true\n[pools]\nnnvm_slice_ms = 101",
+                "pools.nnvm_slice_ms: must be",
+            ),
+            // The NNVMs' slice is 0 by default: no cpusets and no NSVM slice leave nothing.
+            (
+                "vms.all = true\n[pools]\ncpusets = false\nnsvm_slice_ms = 0",
+                "pools.cpusets: false with both slices 0 would change nothing",
+            ),
+            (
                 "vms.all = true\n[classify]\nql_th = 300",
                 "classify.ql_th: 300 is above",
             ),
