@@ -94,17 +94,18 @@ def cpu_times(cpu: int) -> tuple[int, int]:
 
 
 @contextlib.contextmanager
-def vcpus_kept_awake(enabled: bool = True):
-    """While the block runs, a SCHED_IDLE busy loop on every CPU keeps this VM's vCPUs from
-    halting, as `idle=poll` or the guest haltpoll cpuidle driver would: a thread that wakes on an
-    idle CPU then needs no exit to the host (bench/machine/vcpu_wake.c measures what that costs).
-    Yields {cpu: the spinner's pid} (empty when not `enabled`)."""
+def vcpus_kept_awake(enabled: bool = True, cpus: set[int] | None = None):
+    """While the block runs, a SCHED_IDLE busy loop on every CPU (or on `cpus`) keeps this VM's
+    vCPUs from halting, as `idle=poll` or the guest haltpoll cpuidle driver would: a thread that
+    wakes on an idle CPU then needs no exit to the host (bench/machine/vcpu_wake.c measures what
+    that costs). Yields {cpu: the spinner's pid} (empty when not `enabled` or `cpus` is empty)."""
     spinners = {}
     try:
         if enabled:
-            for cpu in sorted(os.sched_getaffinity(0)):
+            for cpu in sorted(os.sched_getaffinity(0) if cpus is None else cpus):
                 argv = [sys.executable, "-c", _SPIN, str(cpu), str(os.getpid())]
                 spinners[cpu] = subprocess.Popen(argv)
+        if spinners:
             time.sleep(0.2)  # let them start
         yield {cpu: p.pid for cpu, p in spinners.items()}
     finally:

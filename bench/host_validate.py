@@ -4,8 +4,9 @@
 `sched_setattr` (`sched_runtime`); a client on the other CPU sends requests at random gaps
 (uniform 50–150 ms, 10/s like the simulator's pings) and times each round trip. The same
 situation is then simulated: 2 cores, the client's one reserved (as dom0's), an echo VM of 1 vCPU
-answering pings with no delay and no CPU work besides each request's cost (measured: the real
-server's CPU time per request), k hog VMs of 1 vCPU running serial programs back to back, with
+with no CPU work besides each request's cost (measured: the real server's CPU time per request),
+pinged over a link whose round trip is the real one outside the server's work (`path_run`,
+measured once first), k hog VMs of 1 vCPU running serial programs back to back, with
 every task's slice the kernel's (its default, as sched_getattr reports it, unless set), a
 10 µs network quantum (`net_quantum_ms`, instead of the default 1 ms, so sub-millisecond round
 trips are resolved) and pings at the client's random gaps (`ping_jitter = 0.5`: uniform in
@@ -49,6 +50,8 @@ WORK = REPO / "bench" / ".work" / "host-validate"
 SYS_SCHED_SETATTR, SYS_SCHED_GETATTR = 314, 315  # x86_64
 PR_SET_PDEATHSIG = 1
 QUANTUM_MS = 0.01
+SERVER_CPU, CLIENT_CPU = 1, 0
+PATH_REQUESTS = 200
 SIM_SEEDS = (1, 2, 3)
 STATS = ("p50", "p90", "p99", "mean", "waited")
 WAITED_MS = 1.0  # a round trip this long waited for a hog (a request alone takes ~0.1 ms)
@@ -154,8 +157,8 @@ def real_run(
     requests: int,
     gap_ms: float = 100.0,
     seed: int = 1,
-    server_cpu: int = 1,
-    client_cpu: int = 0,
+    server_cpu: int = SERVER_CPU,
+    client_cpu: int = CLIENT_CPU,
     tick=None,
     spinners: dict[int, int] | None = None,
 ) -> dict:
@@ -227,13 +230,30 @@ def real_run(
             p.wait()
 
 
+def path_run(tools: tuple[Path, Path], gap_ms: float, seed: int, spinners: dict[int, int]) -> dict:
+    """The round trip outside the server's work, which the simulator does not model (its echo
+    costs only the server's CPU): a run of `PATH_REQUESTS` with no hog and a SCHED_IDLE spinner
+    on the server's CPU (so that a request neither waits nor wakes the CPU from idle), its median
+    round trip less its CPU time per request, in µs (`path_us`; 50-60 here, 2026-11-28).
+    `spinners` as `real_run`'s; the server's CPU gets one if it has none."""
+    with vcpus_kept_awake(cpus={SERVER_CPU} - set(spinners)) as extra:
+        r = real_run(tools, 0, None, PATH_REQUESTS, gap_ms, seed, spinners=spinners | extra)
+    return r | {"path_us": max(float(np.median(r["rtt_ms"])) * 1e3 - r["cpu_us_per_request"], 0.0)}
+
+
 def scenario_toml(
-    hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: float, base_ms: float, gap_ms: float
+    hogs: int,
+    slice_ms: float | None,
+    cpu_us: float,
+    horizon_s: float,
+    base_ms: float,
+    gap_ms: float,
+    path_us: float,
 ) -> str:
     """The simulated twin: 2 cores (the client's reserved), the echo VM, pinged at the client's
-    random gaps (mean `gap_ms`), and `hogs` hog VMs. Every task without a slice of its own gets
-    `base_ms`, the kernel's default as sched_getattr reports it (6.18: 0.7 ms × (1 + log2 CPUs) =
-    1.4 ms here)."""
+    random gaps (mean `gap_ms`) over a link whose round trip is `path_us` (`path_run`), and
+    `hogs` hog VMs. Every task without a slice of its own gets `base_ms`, the kernel's default as
+    sched_getattr reports it (6.18: 0.7 ms × (1 + log2 CPUs) = 1.4 ms here)."""
     lines = [
         f'name = "echo-{hogs}hogs-{"default" if slice_ms is None else slice_ms}"',
         f"horizon_ms = {horizon_s * 1e3}",
@@ -248,7 +268,7 @@ def scenario_toml(
         "vcpus = 1",
         'workload = "network"',
         'protocol = "icmp"',
-        "delay_ms = 0",
+        f"delay_ms = {path_us / 2e3:.4f}",
         "cap_mbit_s = 10000",
         f"cpu_us_per_packet = {max(cpu_us, 0.1):.3f}",
         f"ping_interval_ms = {gap_ms}",
@@ -262,14 +282,20 @@ def scenario_toml(
 
 
 def sim_run(
-    hogs: int, slice_ms: float | None, cpu_us: float, horizon_s: float, base_ms: float, gap_ms: float
+    hogs: int,
+    slice_ms: float | None,
+    cpu_us: float,
+    horizon_s: float,
+    base_ms: float,
+    gap_ms: float,
+    path_us: float,
 ) -> list[float]:
     """The echo VM's ping round trips (ms) under the simulator's `eevdf`, `SIM_SEEDS` pooled."""
     from colosched import host
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "echo.toml"
-        path.write_text(scenario_toml(hogs, slice_ms, cpu_us, horizon_s, base_ms, gap_ms))
+        path.write_text(scenario_toml(hogs, slice_ms, cpu_us, horizon_s, base_ms, gap_ms, path_us))
         _, vms = host.run(str(path), ["eevdf"], seeds=list(SIM_SEEDS))
     return [x for rtts in vms.filter(vms["vm"] == "echo")["ping_rtts_ms"] for x in rtts]
 
@@ -318,7 +344,9 @@ def main() -> int:
 
     awake = vcpus_kept_awake(not args.no_keep_awake)
     with awake as spinners, Progress(transient=True, disable=not sys.stderr.isatty()) as bar:
-        task = bar.add_task("real runs", total=len(configs) * args.requests)
+        task = bar.add_task("real runs", total=len(configs) * args.requests + PATH_REQUESTS)
+        path = path_run(tools, args.gap_ms, args.seed, spinners)
+        bar.advance(task, PATH_REQUESTS)
         for k, s in configs:
             real = real_run(
                 tools,
@@ -331,7 +359,13 @@ def main() -> int:
                 spinners=spinners,
             )
             sim = sim_run(
-                k, s, real["cpu_us_per_request"], args.sim_seconds, real["default_slice_ms"], args.gap_ms
+                k,
+                s,
+                real["cpu_us_per_request"],
+                args.sim_seconds,
+                real["default_slice_ms"],
+                args.gap_ms,
+                path["path_us"],
             )
             r, m = stats(real["rtt_ms"]), stats(sim)
             label = "default" if s is None else f"{s:g} ms"
@@ -346,11 +380,15 @@ def main() -> int:
     head = ["hogs", "server slice", "kernel's slice ms", "replies", "lost", "server µs/req"]
     head += [f"{x} ms real / sim" for x in STATS if x != "waited"]
     head += [f"waited > {WAITED_MS:g} ms real / sim", "disturbed"]
+    print(
+        f"\nround trip outside the server's work: {path['path_us']:.1f} µs (disturbed: "
+        f"{disturbed(path['disturbance']) or 'no'}), the simulated link's"
+    )
     print("\n| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for row in rows:
         print("| " + " | ".join(str(x) for x in row) + " |")
     if args.json:
-        args.json.write_text(json.dumps(dump))
+        args.json.write_text(json.dumps({"path": path, "configs": dump}))
     return 0
 
 

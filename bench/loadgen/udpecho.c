@@ -3,7 +3,9 @@
  * each datagram, and a client that sends requests at random gaps and prints each round trip.
  *
  *   udpecho server PORT             answers on 127.0.0.1:PORT until SIGTERM; then prints
- *                                   "<requests> <cpu ns used>" (its own user + system time)
+ *                                   "<requests> <cpu ns used>" (its own user + system time
+ *                                   since it printed "ready": not its start, whose fork from a
+ *                                   large parent and exec cost 2-30 ms, charged to the child)
  *   udpecho client PORT N GAP_MS SEED
  *                                   N requests, gaps uniform in [GAP_MS/2, 3 GAP_MS/2]; prints one
  *                                   round trip per line in ns ("lost" after 1 s without a reply)
@@ -40,6 +42,13 @@ static struct sockaddr_in loopback(int port) {
     return a;
 }
 
+static long long cpu_ns(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
+
 static int server(int port) {
     struct sigaction sa = {0};
     sa.sa_handler = on_term; /* no SA_RESTART: recvfrom returns EINTR */
@@ -51,6 +60,7 @@ static int server(int port) {
         perror("udpecho server: bind");
         return 1;
     }
+    long long ready = cpu_ns();
     printf("ready\n");
     fflush(stdout);
     char buf[2048];
@@ -67,11 +77,7 @@ static int server(int port) {
         sendto(fd, buf, (size_t)n, 0, (struct sockaddr *)&from, len);
         served++;
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    long long cpu = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
-                    (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
-    printf("%lld %lld\n", served, cpu);
+    printf("%lld %lld\n", served, cpu_ns() - ready);
     return 0;
 }
 

@@ -8,12 +8,14 @@ gathers the runs into tables.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
-
-import polars as pl
-import polars.selectors as cs
+from typing import TYPE_CHECKING
 
 from colosched import _native
+
+if TYPE_CHECKING:
+    import polars as pl
 
 SCHEDULERS: list[str] = list(_native.host_schedulers())
 PRESETS: list[str] = list(_native.host_presets())
@@ -59,8 +61,16 @@ def run(
     loaded = _native.HostScenario(str(scenario))  # read and checked once, run many times
     loaded.check(names)
     jobs = [(name, int(seed)) for name in names for seed in seeds]
+    # polars takes 0.15 s to load: on another thread while Rust runs the jobs (its threads do not
+    # hold the GIL), so that a short `sim host` does not wait for both one after the other. The
+    # import below waits for that one if it has not finished (Python's per-module import lock).
+    threading.Thread(target=__import__, args=("polars",), daemon=True).start()
+    results = loaded.run_all(jobs, progress)
+    import polars as pl
+    import polars.selectors as cs
+
     runs, vms = [], []
-    for (name, seed), r in zip(jobs, loaded.run_all(jobs, progress)):
+    for (name, seed), r in zip(jobs, results):
         for v in r.pop("vms"):
             vms.append({"scenario": r["scenario"], "scheduler": name, "seed": seed, **v})
         runs.append(r)
@@ -73,6 +83,8 @@ def run(
 def pings(vms: pl.DataFrame) -> pl.DataFrame:
     """One row per answered ping: scenario, scheduler, seed, vm, sample (its order in the run)
     and rtt_ms, from the `ping_rtts_ms` lists of `run`'s vms."""
+    import polars as pl
+
     keys = ["scenario", "scheduler", "seed", "vm"]
     return (
         vms.select(*keys, pl.col("ping_rtts_ms").cast(pl.List(pl.Float64)))
@@ -92,6 +104,8 @@ def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:
     """Means over seeds per scheduler and VM, with the ratio to `baseline`'s mean completion,
     and the spread over seeds: the standard deviation of the mean completion time and of the time
     on a core (`*_sd_ms`, 0 for one seed or runs that do not differ)."""
+    import polars as pl
+
     agg = vms.group_by("scheduler", "vm", maintain_order=True).agg(
         pl.col("vcpus").first(),
         pl.col("workload").first(),
@@ -117,6 +131,8 @@ def per_vm(vms: pl.DataFrame, baseline: str) -> pl.DataFrame:
 def normalised(vms: pl.DataFrame, baseline: str = "credit") -> pl.DataFrame:
     """Each VM's mean completion time over `baseline`'s for the same VM and seed (1 = the same;
     below 1 = faster). Rows whose baseline completed nothing get null."""
+    import polars as pl
+
     base = vms.filter(pl.col("scheduler") == baseline).select(
         "scenario", "seed", "vm", pl.col("mean_completion_ms").alias("baseline_ms")
     )

@@ -73,6 +73,19 @@ def quiet_runs(tools, slices):
     pytest.skip(f"the machine was busy in {len(why)} of {tried} real runs ({'; '.join(why[:4])}...)")
 
 
+def quiet_path_us(tools) -> float:
+    """`hv.path_run`'s round trip outside the server's work (µs) from an undisturbed run; the
+    client's CPU is left to idle between requests as in `quiet_runs`' runs."""
+    why = []
+    for attempt in range(3):
+        r = hv.path_run(tools, gap_ms=20.0, seed=100 + attempt, spinners={})
+        reason = hv.disturbed(r["disturbance"])
+        if reason is None:
+            return r["path_us"]
+        why.append(reason)
+    pytest.skip(f"the machine was busy in 3 of 3 runs measuring the path ({'; '.join(why)})")
+
+
 def test_a_short_slice_cuts_the_echo_waits_beside_hogs_for_real_and_the_simulator_agrees(tools):
     # 4 hogs: the kernel's default slice leaves the woken server waiting for a hog's tick in
     # about a sixth of the requests; a 0.5 ms slice preempts the running hog (PREEMPT_SHORT)
@@ -90,11 +103,13 @@ def test_a_short_slice_cuts_the_echo_waits_beside_hogs_for_real_and_the_simulato
     assert kernel[0.5]["mean"] < kernel[None]["mean"], kernel
 
     # The same set-up simulated, at the runs' mean cost per request, pinged at the client's
-    # random gaps. The direction first, then the numbers: the median (a request's own cost) and
+    # random gaps over a link with the measured round trip outside the server's work. The
+    # direction first, then the numbers: the median (a request's own cost and that path) and
     # the mean (which moves with the share that waited) within TOLERANCE.
     cost = {s: sum(r["cpu_us_per_request"] for r in rs) / len(rs) for s, rs in runs.items()}
     base_ms = runs[None][0]["default_slice_ms"]
-    sim = {s: hv.stats(hv.sim_run(4, s, cost[s], 20.0, base_ms, 20.0)) for s in runs}
+    path = quiet_path_us(tools)
+    sim = {s: hv.stats(hv.sim_run(4, s, cost[s], 20.0, base_ms, 20.0, path)) for s in runs}
     # The model's gain is established for 30–160 µs a request (run.rs's sweep); above that it
     # fades (a fresh clone measured 190 µs: simulated p90 3.79 at 0.5 ms against 3.67), a known
     # gap of the model (issue 26 notes), so the direction is asked only in that range.
@@ -103,7 +118,7 @@ def test_a_short_slice_cuts_the_echo_waits_beside_hogs_for_real_and_the_simulato
     for s in runs:
         for x in ("p50", "mean"):
             ratio = sim[s][x] / kernel[s][x]
-            assert 1 / TOLERANCE < ratio < TOLERANCE, (s, x, cost[s], kernel[s], sim[s])
+            assert 1 / TOLERANCE < ratio < TOLERANCE, (s, x, cost[s], path, kernel[s], sim[s])
 
 
 @pytest.mark.parametrize(

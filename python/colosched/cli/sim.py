@@ -79,7 +79,7 @@ def cmd_sim_cluster(args: argparse.Namespace) -> int:
 
 
 def cmd_sim_host(args: argparse.Namespace) -> int:
-    from colosched import host, outputs
+    from colosched import host  # not polars yet: `host.run` loads it while it simulates
     from colosched.cli.show import json_lines, progress_bar, show_host_table, wrote
 
     seeds = list(range(args.seed, args.seed + args.seeds))
@@ -89,6 +89,8 @@ def cmd_sim_host(args: argparse.Namespace) -> int:
     with bar or contextlib.nullcontext():
         runs, vms = host.run(args.scenario, names, seeds, progress=tick)
     wall = time.perf_counter() - started
+    from colosched import outputs
+
     vms = host.normalised(vms, baseline=names[0])
     pings = host.pings(vms)
     vms = vms.drop("ping_rtts_ms")
