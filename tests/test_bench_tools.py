@@ -37,6 +37,8 @@ from benchutil import (  # noqa: E402
     vcpus_kept_awake,
 )
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 MEMCG = Path("/sys/fs/cgroup/memory")
 CC = shutil.which("cc")
 needs_cc = pytest.mark.skipif(CC is None, reason="needs a C compiler (cc) to build the tool")

@@ -14,6 +14,8 @@ import pytest
 
 from colosched import cluster
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 SAMPLE = cluster.bundled_sample()
 PART0 = SAMPLE / "task_events" / "part-00000-of-00500.csv.gz"
 

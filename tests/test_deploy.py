@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = ROOT / "deploy/kubernetes/colosched-agent.yaml"
 AGENT = ROOT / "target/x86_64-unknown-linux-gnu/release/colosched-agent"

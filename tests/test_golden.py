@@ -20,6 +20,8 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests/golden"
 SHARED_TRACE = ROOT.parent / "shared/data/google-clusterdata-2011-2"

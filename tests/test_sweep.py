@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +25,8 @@ from colosched import sweep, vms
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from benchutil import loopback_netns, loopback_ray  # noqa: E402
+
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
 
 VENV = Path(sys.executable).parent
 PORT = 6390
@@ -127,16 +130,22 @@ def test_sweep_cli_help_and_bad_executor(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def ray_cluster(tmp_path_factory):
+def ray_cluster():
     """(namespace, address, env) of a head and 2 workers of 1 CPU on loopback (benchutil.loopback_ray);
     all stopped after, the namespace deleted."""
     if os.geteuid() != 0 or shutil.which("ip") is None:
         pytest.skip("needs root and iproute2 for a private network namespace")
     if not (VENV / "ray").exists():
         pytest.fail("ray is not installed in the venv: `make venv` installs it")
-    with loopback_netns(f"cs-ray-{os.getpid()}") as ns:
-        with loopback_ray(ns, tmp_path_factory.mktemp("ray"), [1, 1, 1], PORT) as (address, env):
-            yield ns, address, env
+    # Not under pytest's tmp_path: Ray's socket paths below it must fit AF_UNIX's 107 bytes, which
+    # pytest-xdist's longer base (…/popen-gw0/…) exceeds.
+    temp = Path(tempfile.mkdtemp(prefix="ray-"))
+    try:
+        with loopback_netns(f"cs-ray-{os.getpid()}") as ns:
+            with loopback_ray(ns, temp, [1, 1, 1], PORT) as (address, env):
+                yield ns, address, env
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def sweep_cmd(out: Path, scenario: str, executor: str, seeds: int = 2) -> list[str]:

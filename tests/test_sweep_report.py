@@ -15,6 +15,8 @@ import pytest
 from colosched.report.host import write_host_sweep_report
 from colosched.report.vms import write_vms_sweep_report
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 COLOSCHED = Path(sys.executable).parent / "colosched"
 VMS = ["--scenario", "spec003-zookeeper", "--scenario", "spec003-fio-read", "--policy", "random,planner"]
 HOST = ["--scenario", "spec001-sketch", "--scenario", "spec002-queue1", "--scheduler", "credit,ia"]

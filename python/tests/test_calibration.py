@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 REPO = Path(__file__).resolve().parents[2]
 PARAMS = REPO / "crates" / "trace" / "src" / "usage_params.json"
 SCRIPT = REPO / "scripts" / "calibrate_usage.py"

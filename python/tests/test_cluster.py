@@ -8,6 +8,8 @@ import pytest
 from colosched import cli, cluster
 from colosched.cli.args import SIM_PARAMS, sim_params
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 SUMMARY_COLUMNS = {
     "policy",
     "seed",

@@ -14,6 +14,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
 import thesis_crosscheck as xc  # noqa: E402
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 
 @pytest.fixture(scope="module")
 def ours(tmp_path_factory):

@@ -9,6 +9,8 @@ import pytest
 
 from colosched import cli, host
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 
 def test_the_preset_runs_under_every_scheduler_and_reports_each_vm():
     runs, vms = host.run("spec001-sketch", ["all"], seeds=[3, 4])

@@ -13,6 +13,8 @@ import polars as pl
 import pytest
 from matplotlib import image as mpimg
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALL_FIGURES = ["fig5-4.png", "fig5-5.png", "fig5-6.png", "fig5-7.png", "fig5-8.png", "fig5-9.png"]
 

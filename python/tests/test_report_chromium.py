@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from matplotlib import image as mpimg
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = [
     "--headless",

@@ -11,6 +11,8 @@ import pytest
 from colosched import vms
 from colosched.report.vms import write_vms_report
 
+pytestmark = pytest.mark.parallel  # asserts no timing: may run beside other tests (pyproject.toml)
+
 
 @pytest.mark.parametrize("preset", vms.PRESETS)
 def test_every_preset_runs_under_every_policy(preset):
