@@ -8,17 +8,12 @@ PIP := $(VENV)/bin/pip
 CARGO_TEST := cargo test --release --workspace --tests
 export CARGO_TERM_PROGRESS_WHEN = never
 
-.PHONY: demo test lint lint-rust lint-py build venv sysdeps rust-test rust-test-build py-test py-test-parallel py-test-alone bench clean agent-static oci-image bench-agent bench-memwatch
+.PHONY: demo test lint lint-rust lint-py build venv sysdeps rust-test py-test bench clean agent-static oci-image bench-agent bench-memwatch
 
 demo: build
 	$(VENV)/bin/colosched demo --out out
 
-# The Rust tests compile while the Python tests marked `parallel` run (neither asserts timing);
-# then the Rust tests run, then the other Python tests, alone on the machine. -Otarget: each
-# step's output whole, not interleaved.
-test: build agent-static sysdeps
-	$(MAKE) --no-print-directory -j2 -Otarget rust-test-build py-test-parallel
-	$(MAKE) --no-print-directory rust-test py-test-alone
+test: build agent-static sysdeps rust-test py-test
 
 # The node agent as one static binary (no shared libraries: it goes into a VM's initramfs as is),
 # and memwatch's own static binary beside it (target/x86_64-unknown-linux-gnu/release/memwatch).
@@ -62,9 +57,6 @@ sysdeps:
 	@command -v cc >/dev/null && dpkg -s libc6-dev >/dev/null 2>&1 || { apt-get update -qq && \
 		apt-get install -y -qq -o DPkg::Lock::Timeout=300 gcc libc6-dev >/dev/null; }
 
-rust-test-build:
-	$(CARGO_TEST) --no-run
-
 rust-test:
 	$(CARGO_TEST)
 
@@ -72,17 +64,9 @@ rust-test:
 # (pytest-xdist, one module per worker); then every other test one by one, alone on the machine:
 # they check real agents' decisions under loads they make themselves. --durations: the CI log
 # names the slowest tests (and fixtures, e.g. a guest's boot), to see where the time goes.
-PYTEST_PARALLEL := $(VENV)/bin/pytest -q -rs -m parallel -n 2 --dist loadfile --durations=10
-PYTEST_ALONE := $(VENV)/bin/pytest -q -rs -m "not parallel" --durations=30
 py-test: build
-	$(PYTEST_PARALLEL)
-	$(PYTEST_ALONE)
-
-# `test`'s steps (no prerequisites: `test` has built everything first).
-py-test-parallel:
-	$(PYTEST_PARALLEL)
-py-test-alone:
-	$(PYTEST_ALONE)
+	$(VENV)/bin/pytest -q -rs -m parallel -n 2 --dist loadfile --durations=10
+	$(VENV)/bin/pytest -q -rs -m "not parallel" --durations=30
 
 # pip fills the venv (mostly unpacking) while clippy compiles: the two at once, then ruff.
 lint:
