@@ -281,21 +281,14 @@ def scenario_toml(
     return "\n".join(lines) + "\n"
 
 
-def sim_run(
-    hogs: int,
-    slice_ms: float | None,
-    cpu_us: float,
-    horizon_s: float,
-    base_ms: float,
-    gap_ms: float,
-    path_us: float,
-) -> list[float]:
-    """The echo VM's ping round trips (ms) under the simulator's `eevdf`, `SIM_SEEDS` pooled."""
+def sim_run(scenario: str) -> list[float]:
+    """The echo VM's ping round trips (ms) under the simulator's `eevdf`, `SIM_SEEDS` pooled;
+    `scenario` is `scenario_toml`'s text."""
     from colosched import host
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "echo.toml"
-        path.write_text(scenario_toml(hogs, slice_ms, cpu_us, horizon_s, base_ms, gap_ms, path_us))
+        path.write_text(scenario)
         _, vms = host.run(str(path), ["eevdf"], seeds=list(SIM_SEEDS))
     return [x for rtts in vms.filter(vms["vm"] == "echo")["ping_rtts_ms"] for x in rtts]
 
@@ -358,15 +351,8 @@ def main() -> int:
                 tick=lambda: bar.advance(task),
                 spinners=spinners,
             )
-            sim = sim_run(
-                k,
-                s,
-                real["cpu_us_per_request"],
-                args.sim_seconds,
-                real["default_slice_ms"],
-                args.gap_ms,
-                path["path_us"],
-            )
+            cost, base = real["cpu_us_per_request"], real["default_slice_ms"]
+            sim = sim_run(scenario_toml(k, s, cost, args.sim_seconds, base, args.gap_ms, path["path_us"]))
             r, m = stats(real["rtt_ms"]), stats(sim)
             label = "default" if s is None else f"{s:g} ms"
             row = [k, label, f"{real['slice_ms']:.2f}", len(real["rtt_ms"]), real["lost"]]
