@@ -234,7 +234,7 @@ def path_run(tools: tuple[Path, Path], gap_ms: float, seed: int, spinners: dict[
     """The round trip outside the server's work, which the simulator does not model (its echo
     costs only the server's CPU): a run of `PATH_REQUESTS` with no hog and a SCHED_IDLE spinner
     on the server's CPU (so that a request neither waits nor wakes the CPU from idle), its median
-    round trip less its CPU time per request, in µs (`path_us`; 50-60 here, 2026-11-28).
+    round trip less its CPU time per request, in µs (`path_us`; 40-60 here, 2026-11-28).
     `spinners` as `real_run`'s; the server's CPU gets one if it has none."""
     with vcpus_kept_awake(cpus={SERVER_CPU} - set(spinners)) as extra:
         r = real_run(tools, 0, None, PATH_REQUESTS, gap_ms, seed, spinners=spinners | extra)

@@ -401,18 +401,24 @@ pub fn class_of(platform: &Platform, cores: &[usize]) -> Option<CoreClass> {
 }
 
 /// Step 4, at the end of a cycle: the ledger holds exactly `vms` (the cycle's VMs; see
-/// `Ledger::sync`), each refilled by its share of the cycle's SR and charged its vCPUs'
-/// measured run time × the SF of the core each ran on; busy or idle from run + wait. Runs of
-/// VMs not in `vms` are ignored.
+/// `Ledger::sync`), each refilled by its share of the SR of the `elapsed_ns` the `runs` were
+/// measured over and charged its vCPUs' measured run time × the SF of the core each ran on;
+/// busy or idle from run + wait. Runs of VMs not in `vms` are ignored. `elapsed_ns` is the
+/// measured length, not `params.cycle_ns`: a real agent's cycle can run long (a stalled
+/// cpuset write, a busy host), and refilling a 1.7 s cycle's runs with 0.1 s of SR would push
+/// every balance to the cap, where the VMs' differences are lost. Never less than the cycle:
+/// the agent's loop does not make up a late tick with early ones, so a shorter interval is the
+/// readings' jitter.
 pub fn account(
     ledger: &mut Ledger,
     platform: &Platform,
     vms: &[RotVm],
     runs: &[VcpuRun],
+    elapsed_ns: u64,
     params: &RotateParams,
 ) {
     ledger.sync(vms);
-    let cycle = params.cycle_ns as f64;
+    let cycle = elapsed_ns.max(params.cycle_ns) as f64;
     let total_weight: f64 = vms.iter().map(|v| v.shape.weight).sum();
     let mut used: BTreeMap<VmKey, (f64, f64)> = BTreeMap::new();
     for r in runs {
@@ -522,7 +528,7 @@ mod tests {
                         .sum()
                 })
                 .collect();
-            account(&mut ledger, p, &vms, &runs, params);
+            account(&mut ledger, p, &vms, &runs, CYCLE, params);
             out.push(Cycle {
                 vms,
                 placement,
@@ -662,6 +668,38 @@ mod tests {
     }
 
     #[test]
+    fn a_long_cycle_is_refilled_for_its_length_and_keeps_the_vms_apart() {
+        // A real cycle that ran 17 times long (the agent stalled 1.6 s in a cpuset write, seen
+        // in CI): two equal VMs each ran all of it, VM 1 on the fast core, VM 2 on the slow.
+        // Refilled for 17 cycles (2.5 · 1.7 s / 2 each), VM 1 owes 8.5 cycles of scaled work
+        // more than VM 2 and VM 2 takes the fast seat next. Refilled for one cycle, both would
+        // sit at the cap (−2 increments) and the tie would give VM 1 the fast seat again.
+        let p = host(1, 1.5, 1);
+        let vms = [vm(1, 1, 1.0), vm(2, 1, 1.0)];
+        let params = RotateParams::default();
+        let long = 17 * CYCLE;
+        let runs = [(1, 0), (2, 1)].map(|(vm, core)| VcpuRun {
+            vm,
+            core,
+            run_ns: long,
+            wait_ns: 0,
+        });
+        let mut ledger = Ledger::new();
+        ledger.sync(&vms);
+        let last = place(&p, &vms, &ledger, None, &params).unwrap();
+        assert_eq!(last.cores, vec![vec![0], vec![1]], "VM 1 had the fast core");
+        account(&mut ledger, &p, &vms, &runs, long, &params);
+        let (a, b) = (ledger.get(1).unwrap().sr, ledger.get(2).unwrap().sr);
+        assert!((b - a - 8.5 * CYCLE as f64).abs() < 1e-3, "{a} {b}");
+        let next = place(&p, &vms, &ledger, Some(&last), &params).unwrap();
+        assert_eq!(
+            next.cores,
+            vec![vec![1], vec![0]],
+            "the more owed VM 2 goes fast"
+        );
+    }
+
+    #[test]
     fn accounting_by_hand() {
         // 1 fast core (SF 1.5) + 1 slow: ΣSF = 2.5. VMs of weight 3 and 1: per 100 ms cycle
         // VM 1 gets 2.5 · 100 ms · 3/4 = 187.5 ms of SR, VM 2 62.5 ms.
@@ -692,7 +730,7 @@ mod tests {
                 wait_ns: 0,
             },
         ];
-        account(&mut ledger, &p, &vms, &runs, &params);
+        account(&mut ledger, &p, &vms, &runs, CYCLE, &params);
         let (a, b) = (ledger.get(1).unwrap(), ledger.get(2).unwrap());
         assert!((a.sr - 37.5e6).abs() < 1e-3, "{a:?}");
         assert!((b.sr - 22.5e6).abs() < 1e-3, "{b:?}");
@@ -701,7 +739,14 @@ mod tests {
         // With the default cap (±2 increments), an idle VM saves at most 125 ms.
         let mut ledger = Ledger::new();
         for _ in 0..5 {
-            account(&mut ledger, &p, &vms, &runs[..1], &RotateParams::default());
+            account(
+                &mut ledger,
+                &p,
+                &vms,
+                &runs[..1],
+                CYCLE,
+                &RotateParams::default(),
+            );
         }
         assert!((ledger.get(2).unwrap().sr - 125e6).abs() < 1e-3);
         // A VM that leaves is closed; one that joins opens at par.
@@ -949,7 +994,7 @@ mod tests {
                 run_ns: CYCLE,
                 wait_ns: 0,
             }];
-            account(&mut ledger, &p, &vms, &runs, &params);
+            account(&mut ledger, &p, &vms, &runs, CYCLE, &params);
             prev = Some(placed);
             if n == 0 {
                 assert!(!ledger.get(2).unwrap().busy);
@@ -964,7 +1009,7 @@ mod tests {
             ..params
         };
         let mut ledger2 = ledger.clone();
-        account(&mut ledger2, &p, &vms, &[], &all_busy);
+        account(&mut ledger2, &p, &vms, &[], CYCLE, &all_busy);
         let placed = place(&p, &vms, &ledger2, None, &all_busy).unwrap();
         assert_eq!(placed.cores_of(2), Some(&[0][..]));
     }
@@ -981,7 +1026,7 @@ mod tests {
         let mut ledger = Ledger::new();
         for w in cycles.windows(2) {
             let runs = pure_runs(&vms, &w[0].placement.cores, p.sf.len());
-            account(&mut ledger, &p, &vms, &runs, &params);
+            account(&mut ledger, &p, &vms, &runs, CYCLE, &params);
             let fresh = place(&p, &vms, &ledger, None, &params).unwrap();
             assert_eq!(
                 expected_work(&p, &vms, &fresh, CYCLE),

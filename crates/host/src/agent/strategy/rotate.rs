@@ -87,7 +87,21 @@ impl Strategy for IaRotate {
                     }
                 }
             }
-            account(&mut self.ledger, platform, prev_vms, &runs, &self.params);
+            // The run times cover the readings' interval, however long the cycle really was.
+            let elapsed = seen
+                .cpu
+                .iter()
+                .map(|(d, _)| d.interval_ns)
+                .max()
+                .unwrap_or(0);
+            account(
+                &mut self.ledger,
+                platform,
+                prev_vms,
+                &runs,
+                elapsed,
+                &self.params,
+            );
         }
         let placement = place(
             platform,

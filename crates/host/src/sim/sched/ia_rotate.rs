@@ -246,6 +246,7 @@ impl Scheduler for IaRotate {
             &self.platform,
             &self.vms,
             &runs,
+            self.params.cycle_ns, // the simulator's cycles are exact
             &self.params,
         );
         self.run_ns.iter_mut().for_each(|n| *n = 0);
