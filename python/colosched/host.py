@@ -8,6 +8,7 @@ gathers the runs into tables.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
@@ -64,7 +65,8 @@ def run(
     # polars takes 0.15 s to load: on another thread while Rust runs the jobs (its threads do not
     # hold the GIL), so that a short `sim host` does not wait for both one after the other. The
     # import below waits for that one if it has not finished (Python's per-module import lock).
-    threading.Thread(target=__import__, args=("polars",), daemon=True).start()
+    if "polars" not in sys.modules:
+        threading.Thread(target=__import__, args=("polars",), daemon=True).start()
     results = loaded.run_all(jobs, progress)
     import polars as pl
     import polars.selectors as cs
